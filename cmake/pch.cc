@@ -1,0 +1,2 @@
+// Anchor translation unit for the shared precompiled header.
+#include "cmake/pch.h"

@@ -1,0 +1,167 @@
+#include "distributed/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "distributed/file_util.h"
+#include "reference/error.h"
+
+namespace shardcheck {
+
+namespace {
+
+struct DtypeName {
+  c10::ScalarType dtype;
+  const char* name;
+};
+constexpr DtypeName kDtypes[] = {
+    {c10::kFloat, "F32"}, {c10::kBFloat16, "BF16"}, {c10::kHalf, "F16"}, {c10::kDouble, "F64"},
+    {c10::kLong, "I64"},  {c10::kInt, "I32"},       {c10::kShort, "I16"}, {c10::kChar, "I8"},
+    {c10::kByte, "U8"},   {c10::kBool, "BOOL"},
+};
+
+}  // namespace
+
+std::string SafetensorsDtype(c10::ScalarType dtype) {
+  for (const auto& d : kDtypes)
+    if (d.dtype == dtype) return d.name;
+  throw Error(std::string("safetensors cannot hold dtype ") + c10::toString(dtype));
+}
+
+c10::ScalarType ParseSafetensorsDtype(const std::string& name) {
+  for (const auto& d : kDtypes)
+    if (name == d.name) return d.dtype;
+  throw Error("unknown safetensors dtype '" + name + "'");
+}
+
+uint64_t WriteSafetensors(const std::string& path,
+                          const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                          const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<at::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__") throw Error(path + ": '__metadata__' is not a tensor name");
+    if (header.contains(name)) throw Error(path + ": duplicate tensor " + name);
+    at::Tensor c = t.contiguous();
+    const uint64_t bytes = static_cast<uint64_t>(c.numel()) * c.element_size();
+    header[name] = {{"dtype", SafetensorsDtype(c.scalar_type())},
+                    {"shape", c.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(c);
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  const uint64_t n = json.size();
+  std::string bytes;
+  bytes.reserve(8 + n + offset);
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
+  bytes += json;
+  for (const auto& c : data)
+    bytes.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()) * c.element_size());
+  WriteFileAtomic(path, bytes);
+  return n;
+}
+
+SafetensorsFile ReadSafetensorsHeader(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw Error("cannot open " + path);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  if (file_size < 8) throw Error(path + ": truncated (" + std::to_string(file_size) + " bytes, no header)");
+  in.seekg(0);
+  unsigned char len[8];
+  in.read(reinterpret_cast<char*>(len), 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  if (n > file_size - 8 || n > (100ull << 20))
+    throw Error(path + ": header length " + std::to_string(n) + " exceeds the file (" +
+                std::to_string(file_size) + " bytes): truncated or not safetensors");
+  std::string json(n, '\0');
+  in.read(json.data(), static_cast<std::streamsize>(n));
+  if (!in) throw Error(path + ": cannot read the header");
+  SafetensorsFile f;
+  f.path = path;
+  f.header_size = n;
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(json);
+  } catch (const std::exception& e) {
+    throw Error(path + ": header is not valid JSON: " + e.what());
+  }
+  if (!h.is_object()) throw Error(path + ": header is not a JSON object");
+  const uint64_t data_size = file_size - 8 - n;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw Error(path + ": __metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) throw Error(path + ": __metadata__." + m.key() + " is not a string");
+        f.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = path + ", tensor " + it.key();
+    SafetensorsEntry e;
+    e.name = it.key();
+    try {
+      e.dtype = ParseSafetensorsDtype(it->at("dtype").get<std::string>());
+      e.shape = it->at("shape").get<std::vector<int64_t>>();
+      auto off = it->at("data_offsets").get<std::vector<uint64_t>>();
+      if (off.size() != 2) throw Error("data_offsets must hold two numbers");
+      e.begin = off[0];
+      e.end = off[1];
+    } catch (const Error& err) {
+      throw Error(where + ": " + err.what());
+    } catch (const std::exception& err) {
+      throw Error(where + ": malformed entry: " + err.what());
+    }
+    uint64_t numel = 1;
+    for (int64_t d : e.shape) {
+      if (d < 0) throw Error(where + ": negative dimension");
+      numel *= static_cast<uint64_t>(d);
+    }
+    const uint64_t want = numel * c10::elementSize(e.dtype);
+    if (e.end < e.begin || e.end - e.begin != want)
+      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                  ") do not hold " + std::to_string(want) + " bytes");
+    if (e.end > data_size)
+      throw Error(where + ": data ends at byte " + std::to_string(e.end) + " of a " +
+                  std::to_string(data_size) + "-byte data section: file truncated");
+    f.entries.push_back(std::move(e));
+  }
+  std::sort(f.entries.begin(), f.entries.end(),
+            [](const SafetensorsEntry& a, const SafetensorsEntry& b) { return a.begin < b.begin; });
+  uint64_t expect = 0;
+  for (const auto& e : f.entries) {
+    if (e.begin != expect && e.end != e.begin)
+      throw Error(path + ", tensor " + e.name + ": data starts at " + std::to_string(e.begin) +
+                  ", expected " + std::to_string(expect) + " (overlap or hole)");
+    expect = std::max(expect, e.end);
+  }
+  if (expect != data_size)
+    throw Error(path + ": " + std::to_string(data_size - expect) +
+                " bytes after the last tensor (not indexed by the header)");
+  return f;
+}
+
+std::map<std::string, at::Tensor> ReadSafetensors(const std::string& path,
+                                                  std::map<std::string, std::string>* metadata) {
+  SafetensorsFile f = ReadSafetensorsHeader(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + path);
+  std::map<std::string, at::Tensor> out;
+  for (const auto& e : f.entries) {
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
+    in.seekg(static_cast<std::streamoff>(f.DataOffset() + e.begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
+    if (!in) throw Error(path + ", tensor " + e.name + ": cannot read its data");
+    out[e.name] = t;
+  }
+  if (metadata) *metadata = f.metadata;
+  return out;
+}
+
+}  // namespace shardcheck

@@ -1,0 +1,54 @@
+// safetensors files (https://huggingface.co/docs/safetensors): an 8-byte
+// little-endian header length N, N bytes of JSON (padded with spaces to a
+// multiple of 8), then the raw little-endian tensor bytes, fully indexed by
+// the header's data_offsets with no holes.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardcheck {
+
+// "F32", "BF16", ... ; throws Error for a dtype safetensors cannot hold.
+std::string SafetensorsDtype(c10::ScalarType dtype);
+c10::ScalarType ParseSafetensorsDtype(const std::string& name);
+
+struct SafetensorsEntry {
+  std::string name;
+  c10::ScalarType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offsets into the data section
+  uint64_t end = 0;
+};
+
+// Writes `tensors` (CPU; any layout, written contiguous) in the order given,
+// with `metadata` as "__metadata__", atomically: to a temporary file in the
+// same folder, fsync, rename. Throws Error naming the path; on failure the
+// destination is untouched. Returns the header length N.
+uint64_t WriteSafetensors(const std::string& path,
+                          const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                          const std::map<std::string, std::string>& metadata = {});
+
+// A parsed file: header entries (in data order) and metadata.
+struct SafetensorsFile {
+  std::string path;
+  uint64_t header_size = 0;  // N
+  std::vector<SafetensorsEntry> entries;
+  std::map<std::string, std::string> metadata;
+  // Byte offset of the data section in the file (8 + N).
+  uint64_t DataOffset() const { return 8 + header_size; }
+};
+
+// Reads and validates the header of `path` (sizes, dtypes, offsets within
+// the file, no overlap or hole). Throws Error naming the file and tensor.
+SafetensorsFile ReadSafetensorsHeader(const std::string& path);
+
+// Reads every tensor of `path` (validated as above).
+std::map<std::string, at::Tensor> ReadSafetensors(const std::string& path,
+                                                  std::map<std::string, std::string>* metadata = nullptr);
+
+}  // namespace shardcheck

@@ -1,0 +1,106 @@
+#include "distributed/safetensors.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "distributed/file_util.h"
+#include "reference/error.h"
+
+namespace shardcheck {
+namespace {
+
+class Safetensors : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("shardcheck_st_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+
+  std::string WriteSample() {
+    const std::string p = Path("a.safetensors");
+    WriteSafetensors(p,
+                     {{"w", at::arange(12, at::kFloat).reshape({3, 4})},
+                      {"b", at::arange(5, at::kFloat).to(at::kBFloat16)},
+                      {"step", at::tensor({7}, at::kLong)}},
+                     {{"format", "test"}});
+    return p;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(Safetensors, RoundTripKeepsBytesDtypesAndMetadata) {
+  const std::string p = WriteSample();
+  std::map<std::string, std::string> meta;
+  auto t = ReadSafetensors(p, &meta);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_TRUE(at::equal(t["w"], at::arange(12, at::kFloat).reshape({3, 4})));
+  EXPECT_EQ(t["b"].scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(at::equal(t["b"], at::arange(5, at::kFloat).to(at::kBFloat16)));
+  EXPECT_EQ(t["step"].item<int64_t>(), 7);
+  EXPECT_EQ(meta.at("format"), "test");
+}
+
+TEST_F(Safetensors, HeaderIsPaddedToEightBytes) {
+  const SafetensorsFile f = ReadSafetensorsHeader(WriteSample());
+  EXPECT_EQ(f.header_size % 8, 0u);
+  EXPECT_EQ(f.DataOffset() % 8, 0u);
+}
+
+TEST_F(Safetensors, TruncatedFileNamesTheFileAndTensor) {
+  const std::string p = WriteSample();
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) - 4);
+  try {
+    ReadSafetensors(p);
+    FAIL() << "read a truncated file";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(p), std::string::npos) << msg;
+    EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(Safetensors, GarbageHeaderIsAnError) {
+  const std::string p = Path("bad.safetensors");
+  std::string bytes(8, '\0');
+  bytes[0] = 4;
+  bytes += "{{{{";
+  WriteFileAtomic(p, bytes);
+  EXPECT_THROW(ReadSafetensors(p), Error);
+  WriteFileAtomic(p, std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8));
+  EXPECT_THROW(ReadSafetensors(p), Error);
+  WriteFileAtomic(p, "abc");
+  EXPECT_THROW(ReadSafetensors(p), Error);
+}
+
+TEST_F(Safetensors, TrailingBytesAreAnError) {
+  const std::string p = WriteSample();
+  std::ofstream(p, std::ios::app | std::ios::binary) << "junk";
+  EXPECT_THROW(ReadSafetensorsHeader(p), Error);
+}
+
+TEST_F(Safetensors, DuplicateNamesAreRefusedAndNothingIsWritten) {
+  const std::string p = Path("dup.safetensors");
+  EXPECT_THROW(WriteSafetensors(p, {{"x", at::zeros({2})}, {"x", at::zeros({2})}}), Error);
+  EXPECT_FALSE(std::filesystem::exists(p));
+}
+
+TEST_F(Safetensors, AtomicWriteLeavesNoTemporaryBehind) {
+  WriteSample();
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+}  // namespace
+}  // namespace shardcheck

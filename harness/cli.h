@@ -1,0 +1,18 @@
+// The shardcheck command line: subcommands register themselves here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace shardcheck {
+
+// Runs the CLI. Returns the process exit code: 0 success, 1 a failed run or
+// check, 2 bad usage or input. Errors print one line on stderr.
+int RunCli(int argc, char** argv);
+
+// Each subcommand file provides one of these; `action` is set to the code
+// to run once parsing succeeded.
+void AddReferenceCommand(CLI::App& app, std::function<int()>& action);
+void AddUpdateNormsCommand(CLI::App& app, std::function<int()>& action);
+
+}  // namespace shardcheck

@@ -1,0 +1,237 @@
+#include "reference/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "reference/adam.h"
+#include "reference/error.h"
+#include "reference/lion.h"
+#include "reference/muon.h"
+
+namespace shardcheck {
+
+std::vector<ChildOptimizer> RouteParams(const OptimizerSetup& setup,
+                                        const std::vector<ParamInfo>& params) {
+  std::vector<ChildOptimizer> children;
+  children.push_back({setup.main, SchemaFor(setup.main.kind), {}});
+  if (setup.scalar) children.push_back({*setup.scalar, SchemaFor(setup.scalar->kind), {}});
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int child = (setup.IsMuon() && IsMuonExcluded(params[i])) ? 1 : 0;
+    children[static_cast<size_t>(child)].params.push_back(static_cast<int>(i));
+  }
+  return children;
+}
+
+std::vector<ParamGroup> BuildGroups(const std::vector<ChildOptimizer>& children,
+                                    const std::vector<ParamInfo>& params) {
+  std::vector<ParamGroup> groups;
+  for (size_t c = 0; c < children.size(); ++c) {
+    for (double wd_mult : {1.0, 0.0}) {
+      ParamGroup g{static_cast<int>(c), wd_mult, {}};
+      for (int i : children[c].params)
+        if (params[static_cast<size_t>(i)].DefaultWdMult() == wd_mult) g.params.push_back(i);
+      if (!g.params.empty()) groups.push_back(std::move(g));
+    }
+  }
+  return groups;
+}
+
+double GlobalGradNorm(const std::vector<at::Tensor>& grads) {
+  double sumsq = 0.0;
+  for (const auto& g : grads) sumsq += g.to(at::kDouble).square().sum().item<double>();
+  return std::sqrt(sumsq);
+}
+
+float ClipCoefficient(double max_norm, double norm) {
+  if (max_norm <= 0.0) return 1.0f;
+  const double coef = max_norm / (norm + 1e-6);
+  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+}
+
+ReferenceOptimizer::ReferenceOptimizer(OptimizerSetup setup, std::vector<ParamInfo> params,
+                                       const std::vector<at::Tensor>& initial)
+    : setup_(std::move(setup)), params_(std::move(params)) {
+  setup_.Validate();
+  if (initial.size() != params_.size())
+    throw Error("reference optimizer: " + std::to_string(initial.size()) +
+                " initial tensors for " + std::to_string(params_.size()) + " params");
+  if (params_.empty()) throw Error("reference optimizer: the model has no params");
+  model_dtype_ = initial[0].scalar_type();
+  if (model_dtype_ != at::kFloat && model_dtype_ != at::kBFloat16)
+    throw Error("reference optimizer: model dtype must be fp32 or bf16, got " +
+                DtypeName(model_dtype_));
+  children_ = RouteParams(setup_, params_);
+  groups_ = BuildGroups(children_, params_);
+  child_of_.assign(params_.size(), 0);
+  for (size_t c = 0; c < children_.size(); ++c)
+    for (int i : children_[c].params) child_of_[static_cast<size_t>(i)] = static_cast<int>(c);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ParamInfo& p = params_[i];
+    const at::Tensor& t = initial[i];
+    if (t.sizes().vec() != p.shape)
+      throw Error("reference optimizer: initial tensor of " + p.name + " has the wrong shape");
+    if (t.scalar_type() != model_dtype_)
+      throw Error("reference optimizer: params mix dtypes (" + p.name + " is " +
+                  DtypeName(t.scalar_type()) + ")");
+    if (setup_.IsMuon() && ChildOf(static_cast<int>(i)) == 0 && p.shape.size() != 2)
+      throw Error("reference optimizer: Muon got a non-2-D param " + p.name);
+    wd_mult_.push_back(p.DefaultWdMult());
+    model_.push_back(t.clone());
+    main_.push_back(t.to(at::kFloat).clone());
+    std::vector<at::Tensor> st;
+    for (const StateKey& k : SchemaOf(static_cast<int>(i)).keys)
+      st.push_back(at::zeros(p.shape, at::TensorOptions().dtype(k.dtype)));
+    state_.push_back(std::move(st));
+  }
+}
+
+const at::Tensor& ReferenceOptimizer::State(int i, const std::string& key) const {
+  const StateSchema& schema = SchemaOf(i);
+  for (size_t k = 0; k < schema.keys.size(); ++k)
+    if (schema.keys[k].name == key) return state_[static_cast<size_t>(i)][k];
+  throw Error("param " + params_[static_cast<size_t>(i)].name + " has no state key '" + key +
+              "' (its optimizer keeps: " + schema.ToString() + ")");
+}
+
+void ReferenceOptimizer::Step(const std::vector<at::Tensor>& grads_in) {
+  if (grads_in.size() != params_.size())
+    throw Error("reference optimizer: " + std::to_string(grads_in.size()) + " grads for " +
+                std::to_string(params_.size()) + " params");
+  std::vector<at::Tensor> grads;
+  for (size_t i = 0; i < grads_in.size(); ++i) {
+    if (grads_in[i].scalar_type() != at::kFloat || grads_in[i].sizes().vec() != params_[i].shape)
+      throw Error("reference optimizer: grad of " + params_[i].name +
+                  " must be fp32 in model shape");
+    grads.push_back(grads_in[i]);
+  }
+  // Clip with the fp64 global norm.
+  last_grad_norm_ = GlobalGradNorm(grads);
+  const float coef = ClipCoefficient(setup_.max_grad_norm, last_grad_norm_);
+  if (coef != 1.0f)
+    for (auto& g : grads) g = g * coef;
+
+  ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ChildOptimizer& child = children_[static_cast<size_t>(child_of_[i])];
+    const OptimizerConfig& c = child.config;
+    std::vector<at::Tensor>& st = state_[i];
+    switch (c.kind) {
+      case OptimizerKind::kAdam:
+      case OptimizerKind::kAdamW:
+        AdamUpdate(c, wd_mult_[i], step_, main_[i], grads[i], st[0], st[1]);
+        break;
+      case OptimizerKind::kLion:
+        LionUpdate(c, wd_mult_[i], main_[i], grads[i], st[0]);
+        break;
+      case OptimizerKind::kMuon:
+        MuonUpdate(c, wd_mult_[i], main_[i], grads[i], st[0]);
+        break;
+    }
+    // The model param is the main param rounded to the model dtype (RNE).
+    model_[i] = main_[i].to(model_dtype_);
+  }
+}
+
+StateDict ReferenceOptimizer::GetStateDict() const {
+  StateDict sd;
+  sd.optimizer = setup_.name;
+  sd.step = step_;
+  for (const ParamGroup& g : groups_) {
+    const OptimizerConfig& c = children_[static_cast<size_t>(g.child)].config;
+    GroupRecord r{KindName(c.kind), g.wd_mult, c.lr, c.weight_decay, {}};
+    for (int i : g.params) r.params.push_back(params_[static_cast<size_t>(i)].name);
+    sd.groups.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& n = params_[i].name;
+    sd.tensors[ParamKey(n)] = model_[i].clone();
+    if (model_dtype_ != at::kFloat) sd.tensors[MainParamKey(n)] = main_[i].clone();
+    const StateSchema& schema = SchemaOf(static_cast<int>(i));
+    for (size_t k = 0; k < schema.keys.size(); ++k)
+      sd.tensors[StateTensorKey(schema.keys[k].name, n)] = state_[i][k].clone();
+  }
+  return sd;
+}
+
+namespace {
+
+// "exp_avg_sq (3 tensors: state.exp_avg_sq.a, state.exp_avg_sq.b, ...)" per
+// state key, or the tensor names themselves for params.
+std::string DescribeKeys(const std::vector<std::string>& keys) {
+  std::map<std::string, std::vector<std::string>> by_kind;
+  for (const auto& k : keys) {
+    std::string kind = k.substr(0, k.find('.'));
+    if (kind == "state") {
+      const size_t a = k.find('.') + 1;
+      kind = "state key '" + k.substr(a, k.find('.', a) - a) + "'";
+    }
+    by_kind[kind].push_back(k);
+  }
+  std::string out;
+  for (const auto& [kind, names] : by_kind) {
+    if (!out.empty()) out += "; ";
+    out += kind + " (" + std::to_string(names.size()) + " tensors: ";
+    for (size_t i = 0; i < names.size() && i < 3; ++i) out += (i ? ", " : "") + names[i];
+    if (names.size() > 3) out += ", ...";
+    out += ")";
+  }
+  return out;
+}
+
+}  // namespace
+
+void ReferenceOptimizer::LoadStateDict(const StateDict& sd) {
+  const StateDict mine = GetStateDict();
+  // Key sets first: they say most about what went wrong.
+  std::vector<std::string> missing, unexpected;
+  for (const auto& [k, t] : mine.tensors)
+    if (!sd.tensors.count(k)) missing.push_back(k);
+  for (const auto& [k, t] : sd.tensors)
+    if (!mine.tensors.count(k)) unexpected.push_back(k);
+  if (!missing.empty() || !unexpected.empty()) {
+    std::string msg = "state dict of optimizer '" + sd.optimizer + "' does not fit optimizer '" +
+                      setup_.name + "':";
+    if (!missing.empty()) msg += " missing " + DescribeKeys(missing) + ".";
+    if (!unexpected.empty()) msg += " unexpected " + DescribeKeys(unexpected) + ".";
+    throw Error(msg);
+  }
+  if (sd.optimizer != setup_.name)
+    throw Error("state dict is of optimizer '" + sd.optimizer + "', this optimizer is '" +
+                setup_.name + "'");
+  if (sd.step < 0) throw Error("state dict has a negative step " + std::to_string(sd.step));
+  for (const auto& [k, t] : mine.tensors) {
+    const at::Tensor& in = sd.tensors.at(k);
+    if (in.sizes() != t.sizes())
+      throw Error("state dict tensor " + k + " has shape " + c10::str(in.sizes()) +
+                  ", expected " + c10::str(t.sizes()));
+    if (in.scalar_type() != t.scalar_type())
+      throw Error("state dict tensor " + k + " has dtype " + DtypeName(in.scalar_type()) +
+                  ", expected " + DtypeName(t.scalar_type()));
+  }
+  // Groups are matched by their identifying keys, not by position.
+  std::map<std::string, const GroupRecord*> theirs;
+  for (const auto& g : sd.groups) theirs[g.Id()] = &g;
+  if (theirs.size() != mine.groups.size())
+    throw Error("state dict has " + std::to_string(sd.groups.size()) + " param groups, expected " +
+                std::to_string(mine.groups.size()));
+  for (const auto& g : mine.groups) {
+    auto it = theirs.find(g.Id());
+    if (it == theirs.end()) throw Error("state dict lacks param group " + g.Id());
+    if (it->second->params != g.params)
+      throw Error("param group " + g.Id() + " holds other params in the state dict");
+  }
+  // Everything checked: now change state.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& n = params_[i].name;
+    model_[i] = sd.tensors.at(ParamKey(n)).clone();
+    main_[i] = model_dtype_ == at::kFloat ? model_[i].clone()
+                                          : sd.tensors.at(MainParamKey(n)).clone();
+    const StateSchema& schema = SchemaOf(static_cast<int>(i));
+    for (size_t k = 0; k < schema.keys.size(); ++k)
+      state_[i][k] = sd.tensors.at(StateTensorKey(schema.keys[k].name, n)).clone();
+  }
+  step_ = sd.step;
+}
+
+}  // namespace shardcheck

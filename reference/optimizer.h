@@ -1,0 +1,107 @@
+// The reference optimizer: a single-device, full-model optimizer that runs
+// one setup (adam, adamw, lion, or Muon chained with its scalar optimizer)
+// exactly as docs/optimizers.md defines it.
+//
+// It owns fp32 main params (float() of the initial model params), the model
+// params (the main params rounded to the model dtype after every step), one
+// state tensor per (param, schema key) and one int64 step counter shared by
+// every child. Not thread-safe; one instance per thread.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/config.h"
+#include "reference/params.h"
+#include "reference/schema.h"
+#include "reference/state_dict.h"
+
+namespace shardcheck {
+
+// One child optimizer of a setup and the params it owns.
+struct ChildOptimizer {
+  OptimizerConfig config;
+  StateSchema schema;
+  std::vector<int> params;  // indices into the model's params, registration order
+};
+
+// A param group: one child, one wd_mult.
+struct ParamGroup {
+  int child = 0;
+  double wd_mult = 1.0;
+  std::vector<int> params;
+};
+
+// Splits params among the children of `setup`: a single child for
+// adam/adamw/lion; for muon_* child 0 is Muon (2-D hidden weights) and
+// child 1 the scalar optimizer (everything IsMuonExcluded). A child with no
+// params is kept, so the step counter and groups exist everywhere.
+std::vector<ChildOptimizer> RouteParams(const OptimizerSetup& setup,
+                                        const std::vector<ParamInfo>& params);
+
+// Groups of each child by wd_mult (ParamInfo::DefaultWdMult), in order of
+// child, then wd_mult descending.
+std::vector<ParamGroup> BuildGroups(const std::vector<ChildOptimizer>& children,
+                                    const std::vector<ParamInfo>& params);
+
+// sqrt of the sum of squares of every element, accumulated in fp64.
+double GlobalGradNorm(const std::vector<at::Tensor>& grads);
+
+// The fp32 multiplier that clipping applies to every gradient, or 1 when
+// clipping is off (max_norm = 0) or not needed (coefficient >= 1).
+float ClipCoefficient(double max_norm, double norm);
+
+class ReferenceOptimizer {
+ public:
+  // `initial` holds one tensor per param in model shape and model dtype
+  // (fp32 or bf16; all the same). Throws Error on a mismatch.
+  ReferenceOptimizer(OptimizerSetup setup, std::vector<ParamInfo> params,
+                     const std::vector<at::Tensor>& initial);
+
+  // One step on the global fp32 gradients (one per param, model shape).
+  // Clips first when setup.max_grad_norm > 0. Grads are not modified.
+  void Step(const std::vector<at::Tensor>& grads);
+
+  int64_t step() const { return step_; }
+  double last_grad_norm() const { return last_grad_norm_; }
+  const OptimizerSetup& setup() const { return setup_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  const std::vector<ChildOptimizer>& children() const { return children_; }
+  const std::vector<ParamGroup>& groups() const { return groups_; }
+  c10::ScalarType model_dtype() const { return model_dtype_; }
+  // The child that owns param `i` and its schema.
+  int ChildOf(int i) const { return child_of_[static_cast<size_t>(i)]; }
+  const StateSchema& SchemaOf(int i) const { return children_[ChildOf(i)].schema; }
+
+  const std::vector<at::Tensor>& model_params() const { return model_; }
+  const std::vector<at::Tensor>& main_params() const { return main_; }
+  // State tensor `key` of param `i`; throws Error if the owner's schema has no `key`.
+  const at::Tensor& State(int i, const std::string& key) const;
+
+  // A copy of everything needed to continue the run bit for bit.
+  StateDict GetStateDict() const;
+  // Validates names, keys, shapes, dtypes, optimizer and groups first; on any
+  // mismatch throws Error (naming missing and unexpected keys) and leaves the
+  // optimizer unchanged.
+  void LoadStateDict(const StateDict& sd);
+
+ private:
+  OptimizerSetup setup_;
+  std::vector<ParamInfo> params_;
+  std::vector<ChildOptimizer> children_;
+  std::vector<ParamGroup> groups_;
+  std::vector<int> child_of_;
+  std::vector<double> wd_mult_;
+  c10::ScalarType model_dtype_;
+  std::vector<at::Tensor> model_;  // model shape, model dtype
+  std::vector<at::Tensor> main_;   // model shape, fp32
+  // state_[i][k]: param i, key k of its owner's schema; model shape, schema dtype.
+  std::vector<std::vector<at::Tensor>> state_;
+  int64_t step_ = 0;
+  double last_grad_norm_ = 0.0;
+};
+
+}  // namespace shardcheck

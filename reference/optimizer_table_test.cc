@@ -1,0 +1,223 @@
+// Data-driven tests over every optimizer setup, PyTorch OptimizerInfo style:
+// one table of cases feeds every property test, named like `lion/bf16`.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "harness/oracle_run.h"
+#include "reference/error.h"
+#include "reference/optimizer.h"
+
+namespace shardcheck {
+namespace {
+
+struct OptimizerCase {
+  std::string desc;              // readable name of the case
+  std::string setup;             // OptimizerSetup name
+  std::vector<std::string> keys; // the state keys the setup's children keep, in child order
+  std::string other;             // a setup whose state dict must not load
+  std::vector<std::string> error_words;  // words the load error must hold
+};
+
+const std::vector<OptimizerCase>& Cases() {
+  static const std::vector<OptimizerCase> cases = {
+      {"adam", "adam", {"exp_avg", "exp_avg_sq"}, "lion", {"missing", "exp_avg_sq"}},
+      {"adamw", "adamw", {"exp_avg", "exp_avg_sq"}, "lion", {"missing", "exp_avg_sq"}},
+      {"lion", "lion", {"exp_avg"}, "adam", {"unexpected", "exp_avg_sq"}},
+      {"muon_adam", "muon_adam", {"momentum_buffer", "exp_avg", "exp_avg_sq"}, "muon_lion",
+       {"missing", "exp_avg_sq"}},
+      {"muon_lion", "muon_lion", {"momentum_buffer", "exp_avg"}, "muon_adam",
+       {"unexpected", "exp_avg_sq"}},
+  };
+  return cases;
+}
+
+struct Param {
+  OptimizerCase c;
+  c10::ScalarType dtype;
+};
+
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.c.desc << "/" << (p.dtype == at::kFloat ? "fp32" : "bf16");
+}
+
+std::string Name(const testing::TestParamInfo<Param>& info) {
+  return info.param.c.desc + "_" + (info.param.dtype == at::kFloat ? "fp32" : "bf16");
+}
+
+bool SameBytes(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(),
+                     a.numel() * a.element_size()) == 0;
+}
+
+void ExpectSameState(const StateDict& a, const StateDict& b) {
+  EXPECT_EQ(a.step, b.step);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [k, t] : a.tensors) {
+    ASSERT_TRUE(b.tensors.count(k)) << k;
+    EXPECT_TRUE(SameBytes(t, b.tensors.at(k))) << k;
+  }
+}
+
+// A small model with every kind of param: embedding, output, 2-D hidden
+// weights (tall and wide), biases, a 3-D param and a tiny one.
+ModelSpec SmallModel() {
+  return ParseShapes("emb=48x16:embedding,w1=40x16,b1=40,w2=16x40,b2=16,norm=16,conv=2x3x4,"
+                     "head=48x16:output");
+}
+
+OracleRunOptions MakeRun(const Param& p, int steps) {
+  OracleRunOptions o;
+  o.model = SmallModel();
+  o.setup = OptimizerSetup::Defaults(p.c.setup);
+  o.setup.main.weight_decay = 0.05;
+  if (o.setup.scalar) o.setup.scalar->weight_decay = 0.05;
+  o.steps = steps;
+  o.seed = 42;
+  o.dtype = p.dtype;
+  return o;
+}
+
+class OptimizerTable : public testing::TestWithParam<Param> {};
+
+TEST_P(OptimizerTable, StateDictKeysComeFromTheSchema) {
+  ReferenceOptimizer opt = RunReferenceOnOracle(MakeRun(GetParam(), 1));
+  std::set<std::string> keys_seen;
+  for (const auto& [k, t] : opt.GetStateDict().tensors) {
+    if (k.rfind("state.", 0) == 0) keys_seen.insert(k.substr(6, k.find('.', 6) - 6));
+  }
+  std::set<std::string> expected(GetParam().c.keys.begin(), GetParam().c.keys.end());
+  EXPECT_EQ(keys_seen, expected);
+  // Every param has exactly its owner's keys.
+  for (size_t i = 0; i < opt.params().size(); ++i) {
+    for (const auto& k : opt.SchemaOf(static_cast<int>(i)).keys) {
+      EXPECT_EQ(opt.State(static_cast<int>(i), k.name).sizes().vec(), opt.params()[i].shape);
+    }
+  }
+}
+
+TEST_P(OptimizerTable, StepCounterCountsFromOne) {
+  ReferenceOptimizer opt = RunReferenceOnOracle(MakeRun(GetParam(), 0));
+  EXPECT_EQ(opt.step(), 0);
+  opt.Step(GlobalGrads(SmallModel(), 42, 1, 24));
+  EXPECT_EQ(opt.step(), 1);
+  EXPECT_EQ(opt.GetStateDict().step, 1);
+}
+
+TEST_P(OptimizerTable, RerunIsBitwiseIdentical) {
+  ExpectSameState(RunReferenceOnOracle(MakeRun(GetParam(), 4)).GetStateDict(),
+                  RunReferenceOnOracle(MakeRun(GetParam(), 4)).GetStateDict());
+}
+
+TEST_P(OptimizerTable, ParamsMoveAndStayFinite) {
+  OracleRunOptions o = MakeRun(GetParam(), 3);
+  ReferenceOptimizer opt = RunReferenceOnOracle(o);
+  std::vector<at::Tensor> init = InitialParams(o.model, o.seed, o.dtype);
+  for (size_t i = 0; i < init.size(); ++i) {
+    EXPECT_TRUE(opt.main_params()[i].isfinite().all().item<bool>()) << o.model.params[i].name;
+    EXPECT_FALSE(SameBytes(opt.model_params()[i], init[i])) << o.model.params[i].name;
+  }
+}
+
+TEST_P(OptimizerTable, StateDictRoundTripContinuesBitwise) {
+  OracleRunOptions o = MakeRun(GetParam(), 3);
+  ReferenceOptimizer first = RunReferenceOnOracle(o);
+  const StateDict saved = first.GetStateDict();
+  for (uint64_t s = 4; s <= 6; ++s) first.Step(GlobalGrads(o.model, o.seed, s, 24));
+
+  // A fresh optimizer from other initial values, loaded, continued.
+  ReferenceOptimizer second(o.setup, o.model.params, InitialParams(o.model, 7, o.dtype));
+  second.LoadStateDict(saved);
+  ExpectSameState(second.GetStateDict(), saved);
+  for (uint64_t s = 4; s <= 6; ++s) second.Step(GlobalGrads(o.model, o.seed, s, 24));
+  ExpectSameState(second.GetStateDict(), first.GetStateDict());
+}
+
+TEST_P(OptimizerTable, LoadingAnotherOptimizersStateNamesTheKeys) {
+  OracleRunOptions o = MakeRun(GetParam(), 1);
+  ReferenceOptimizer mine = RunReferenceOnOracle(o);
+  OracleRunOptions other = o;
+  other.setup = OptimizerSetup::Defaults(GetParam().c.other);
+  const StateDict theirs = RunReferenceOnOracle(other).GetStateDict();
+  const StateDict before = mine.GetStateDict();
+  try {
+    mine.LoadStateDict(theirs);
+    FAIL() << "loaded a " << GetParam().c.other << " state dict";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& w : GetParam().c.error_words)
+      EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
+  }
+  ExpectSameState(mine.GetStateDict(), before);
+}
+
+TEST_P(OptimizerTable, FailedLoadChangesNothing) {
+  OracleRunOptions o = MakeRun(GetParam(), 2);
+  ReferenceOptimizer opt = RunReferenceOnOracle(o);
+  const StateDict before = opt.GetStateDict();
+  StateDict bad = before;
+  // Corrupt the last tensor's shape: everything before it in key order is valid.
+  auto last = std::prev(bad.tensors.end());
+  last->second = at::zeros({3}, last->second.options());
+  bad.step = 99;
+  EXPECT_THROW(opt.LoadStateDict(bad), Error);
+  ExpectSameState(opt.GetStateDict(), before);
+  bad = before;
+  bad.tensors.begin()->second = bad.tensors.begin()->second.to(at::kDouble);
+  EXPECT_THROW(opt.LoadStateDict(bad), Error);
+  ExpectSameState(opt.GetStateDict(), before);
+}
+
+TEST_P(OptimizerTable, ModelParamIsMainParamRounded) {
+  ReferenceOptimizer opt = RunReferenceOnOracle(MakeRun(GetParam(), 3));
+  for (size_t i = 0; i < opt.params().size(); ++i) {
+    EXPECT_EQ(opt.main_params()[i].scalar_type(), at::kFloat);
+    EXPECT_EQ(opt.model_params()[i].scalar_type(), GetParam().dtype);
+    EXPECT_TRUE(SameBytes(opt.model_params()[i], opt.main_params()[i].to(GetParam().dtype)));
+  }
+}
+
+TEST_P(OptimizerTable, ZeroLearningRateLeavesParamsUnchanged) {
+  OracleRunOptions o = MakeRun(GetParam(), 3);
+  o.setup.main.lr = 0.0;
+  if (o.setup.scalar) o.setup.scalar->lr = 0.0;
+  ReferenceOptimizer opt = RunReferenceOnOracle(o);
+  std::vector<at::Tensor> init = InitialParams(o.model, o.seed, o.dtype);
+  for (size_t i = 0; i < init.size(); ++i) EXPECT_TRUE(SameBytes(opt.model_params()[i], init[i]));
+  // State still moved.
+  const StateSchema& s = opt.SchemaOf(0);
+  EXPECT_GT(opt.State(0, s.keys[0].name).abs().max().item<float>(), 0.0f);
+}
+
+TEST_P(OptimizerTable, ClippingEqualsPrescaledGradients) {
+  OracleRunOptions o = MakeRun(GetParam(), 0);
+  o.setup.max_grad_norm = 0.01;
+  ReferenceOptimizer clipped = RunReferenceOnOracle(o);
+  OracleRunOptions plain = o;
+  plain.setup.max_grad_norm = 0.0;
+  ReferenceOptimizer manual = RunReferenceOnOracle(plain);
+  for (uint64_t s = 1; s <= 2; ++s) {
+    std::vector<at::Tensor> g = GlobalGrads(o.model, o.seed, s, 24);
+    clipped.Step(g);
+    const double norm = GlobalGradNorm(g);
+    const float coef = static_cast<float>(0.01 / (norm + 1e-6));
+    ASSERT_LT(coef, 1.0f);
+    for (auto& t : g) t = t * coef;
+    manual.Step(g);
+    EXPECT_EQ(clipped.last_grad_norm(), norm);
+  }
+  ExpectSameState(clipped.GetStateDict(), manual.GetStateDict());
+}
+
+std::vector<Param> AllParams() {
+  std::vector<Param> out;
+  for (const auto& c : Cases())
+    for (auto dt : {at::kFloat, at::kBFloat16}) out.push_back({c, dt});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Setups, OptimizerTable, testing::ValuesIn(AllParams()), Name);
+
+}  // namespace
+}  // namespace shardcheck
