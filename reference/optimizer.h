@@ -16,43 +16,14 @@
 
 #include "reference/config.h"
 #include "reference/params.h"
+#include "reference/routing.h"
 #include "reference/schema.h"
 #include "reference/state_dict.h"
 
 namespace shardcheck {
 
-// One child optimizer of a setup and the params it owns.
-struct ChildOptimizer {
-  OptimizerConfig config;
-  StateSchema schema;
-  std::vector<int> params;  // indices into the model's params, registration order
-};
-
-// A param group: one child, one wd_mult.
-struct ParamGroup {
-  int child = 0;
-  double wd_mult = 1.0;
-  std::vector<int> params;
-};
-
-// Splits params among the children of `setup`: a single child for
-// adam/adamw/lion; for muon_* child 0 is Muon (2-D hidden weights) and
-// child 1 the scalar optimizer (everything IsMuonExcluded). A child with no
-// params is kept, so the step counter and groups exist everywhere.
-std::vector<ChildOptimizer> RouteParams(const OptimizerSetup& setup,
-                                        const std::vector<ParamInfo>& params);
-
-// Groups of each child by wd_mult (ParamInfo::DefaultWdMult), in order of
-// child, then wd_mult descending.
-std::vector<ParamGroup> BuildGroups(const std::vector<ChildOptimizer>& children,
-                                    const std::vector<ParamInfo>& params);
-
 // sqrt of the sum of squares of every element, accumulated in fp64.
 double GlobalGradNorm(const std::vector<at::Tensor>& grads);
-
-// The fp32 multiplier that clipping applies to every gradient, or 1 when
-// clipping is off (max_norm = 0) or not needed (coefficient >= 1).
-float ClipCoefficient(double max_norm, double norm);
 
 class ReferenceOptimizer {
  public:

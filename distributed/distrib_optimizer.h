@@ -1,0 +1,133 @@
+// The DistributedOptimizer (Megatron-LM semantics, docs/distributed.md):
+// flat fp32 grad buffer and model-dtype param buffer in the Megatron layout,
+// per-bucket DP shards, reduce-scatter / all-gather, fp32 main params and
+// optimizer state only for this rank's shard, allocated from the inner
+// optimizer's state schema. For Muon setups the 2-D hidden weights go to a
+// layer-wise optimizer instead (whole matrices per rank) and the rest to
+// the sharded scalar optimizer; both share one step counter.
+//
+// One instance per rank; not thread-safe.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "distributed/layout.h"
+#include "reference/config.h"
+#include "reference/params.h"
+#include "reference/routing.h"
+
+namespace shardcheck {
+
+struct DistOptions {
+  int64_t bucket_size = 0;  // elements; 0: one bucket per buffer
+};
+
+// Bytes this rank holds for main params and each state key.
+struct MemoryFigures {
+  struct Entry {
+    std::string child;  // optimizer kind of the child, e.g. "lion"
+    std::string key;    // "main_param" or a state key of that child's schema
+    int64_t elements = 0;
+    int64_t bytes = 0;
+  };
+  std::vector<Entry> entries;
+  int64_t owned_elements = 0;  // main-param elements this rank owns (all children)
+  int64_t total_bytes = 0;
+};
+
+// A contiguous piece of one param that this rank owns: `main` and each
+// `state[k]` are 1-D views (param_range.size(),) into this rank's storage;
+// state follows the owning child's schema order.
+struct OwnedPiece {
+  int param = 0;
+  int child = 0;
+  Range param_range;  // offsets within the flattened param
+  at::Tensor main;
+  std::vector<at::Tensor> state;
+};
+
+class DistributedOptimizer {
+ public:
+  // Throws Error on an invalid setup or a Muon setup with a non-2-D Muon param.
+  DistributedOptimizer(const OptimizerSetup& setup, const std::vector<ParamInfo>& params,
+                       c10::ScalarType model_dtype, Communicator& comm, DistOptions opts = {});
+
+  // Sets every model param (full tensors, model dtype, identical on every
+  // rank) and derives this rank's fp32 main params from them. State is
+  // left as it is (zeros after construction).
+  void SetParams(const std::vector<at::Tensor>& full);
+
+  // fp32 view (model shape) into this rank's local, unreduced gradient
+  // buffer for param i: write the rank's already-scaled gradient here.
+  at::Tensor Grad(int i);
+  void ZeroGrad();
+
+  // One step: reduce-scatter (SUM) / all-reduce the grads, fp64 global norm
+  // and optional clipping, the inner updates of this rank's shards, main ->
+  // model copy, all-gather of the params. Collective: every rank calls it.
+  void Step();
+
+  // Model param i (model dtype, model shape), a view into the param buffer.
+  at::Tensor ModelParam(int i) const;
+  int64_t step() const { return step_; }
+  double last_grad_norm() const { return last_grad_norm_; }
+  const std::vector<ChildOptimizer>& children() const { return children_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  int ChildOf(int i) const { return child_of_[static_cast<size_t>(i)]; }
+  // The buffer layout of the sharded (elementwise) child.
+  const BufferLayout& layout() const { return layout_; }
+  // Owner rank of each Muon param (model index -> rank); empty without Muon.
+  const std::vector<std::pair<int, int>>& layer_wise_owners() const { return lw_owner_; }
+
+  // Everything this rank owns, sharded pieces first (buffer order), then
+  // whole layer-wise params.
+  std::vector<OwnedPiece> Owned();
+  MemoryFigures Memory() const;
+
+ private:
+  struct LayerWiseParam {
+    int param = 0;
+    int owner = 0;
+    int64_t offset = 0;  // in lw_grad_
+    at::Tensor model;     // model shape, model dtype (every rank)
+    at::Tensor main;      // fp32, model shape (owner only)
+    at::Tensor momentum;  // schema dtype, model shape (owner only)
+  };
+  struct Slice {
+    OwnedSlice where;
+    int64_t offset = 0;  // into main_ / state_
+    double wd_mult = 1.0;
+  };
+
+  void StepSharded(float clip);
+  void StepLayerWise(float clip);
+  void GatherLayerWise();
+
+  OptimizerSetup setup_;
+  std::vector<ParamInfo> params_;
+  c10::ScalarType model_dtype_;
+  Communicator& comm_;
+  std::vector<ChildOptimizer> children_;
+  std::vector<int> child_of_;
+  int sharded_child_ = 0;      // index of the elementwise child
+  BufferLayout layout_;
+  at::Tensor grad_buffer_;     // (layout.numel,) fp32, this rank's local grads
+  at::Tensor param_buffer_;    // (layout.numel,) model dtype, all params of the buffer
+  std::vector<at::Tensor> grad_shards_;  // per bucket (shard,) fp32: reduced grads
+  std::vector<Slice> slices_;  // owned slices, buffer order
+  at::Tensor main_;            // (owned,) fp32 main params of the owned slices
+  std::vector<at::Tensor> state_;  // per schema key (owned,), the sharded child's schema
+  std::vector<LayerWiseParam> lw_;
+  std::vector<std::pair<int, int>> lw_owner_;
+  at::Tensor lw_grad_;         // (sum of Muon numel,) fp32
+  int64_t step_ = 0;
+  double last_grad_norm_ = 0.0;
+};
+
+}  // namespace shardcheck
