@@ -247,6 +247,26 @@ std::vector<OwnedPiece> DistributedOptimizer::Owned() {
   return out;
 }
 
+std::vector<OwnedPiece> DistributedOptimizer::PiecesOf(int rank) const {
+  std::vector<OwnedPiece> out;
+  for (const OwnedSlice& s : layout_.SlicesOf(rank)) {
+    OwnedPiece p;
+    p.param = s.param;
+    p.child = sharded_child_;
+    p.param_range = s.param_range;
+    out.push_back(std::move(p));
+  }
+  for (const LayerWiseParam& lw : lw_) {
+    if (lw.owner != rank) continue;
+    OwnedPiece p;
+    p.param = lw.param;
+    p.child = 0;
+    p.param_range = {0, lw.model.numel()};
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 MemoryFigures DistributedOptimizer::Memory() const {
   MemoryFigures m;
   auto add = [&](const std::string& child, const std::string& key, int64_t elements, int64_t bytes) {

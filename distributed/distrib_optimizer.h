@@ -88,6 +88,12 @@ class DistributedOptimizer {
   // Everything this rank owns, sharded pieces first (buffer order), then
   // whole layer-wise params.
   std::vector<OwnedPiece> Owned();
+  // Where the pieces of any rank lie, in the order Owned() gives on that
+  // rank (main/state tensors left undefined). Known on every rank.
+  std::vector<OwnedPiece> PiecesOf(int rank) const;
+  c10::ScalarType model_dtype() const { return model_dtype_; }
+  const OptimizerSetup& setup() const { return setup_; }
+  Communicator& comm() const { return comm_; }
   MemoryFigures Memory() const;
 
  private:

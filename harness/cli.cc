@@ -17,6 +17,9 @@ int RunCli(int argc, char** argv) {
   std::function<int()> action;
   AddReferenceCommand(app, action);
   AddUpdateNormsCommand(app, action);
+  AddLaunchCommand(app, action);
+  AddCommSelftestCommand(app, action);
+  AddTrainCommand(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

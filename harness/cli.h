@@ -14,5 +14,8 @@ int RunCli(int argc, char** argv);
 // to run once parsing succeeded.
 void AddReferenceCommand(CLI::App& app, std::function<int()>& action);
 void AddUpdateNormsCommand(CLI::App& app, std::function<int()>& action);
+void AddLaunchCommand(CLI::App& app, std::function<int()>& action);
+void AddCommSelftestCommand(CLI::App& app, std::function<int()>& action);
+void AddTrainCommand(CLI::App& app, std::function<int()>& action);
 
 }  // namespace shardcheck

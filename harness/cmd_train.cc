@@ -1,0 +1,95 @@
+// `shardcheck train`: one rank of a distributed oracle run (start it under
+// `shardcheck launch`, torchrun, srun or mpirun; alone it is DP size 1).
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "distributed/rendezvous.h"
+#include "harness/cli.h"
+#include "harness/cli_options.h"
+#include "harness/dist_train.h"
+#include "harness/run_files.h"
+
+namespace shardcheck {
+
+namespace {
+
+void PrintMemory(const TrainResult& r) {
+  if (r.memory.empty()) return;
+  std::printf("per-rank optimizer memory (bytes):\n%6s", "rank");
+  for (const auto& e : r.memory[0].entries)
+    std::printf("  %22s", (e.child + "." + e.key).c_str());
+  std::printf("  %12s  %14s  %s\n", "owned elems", "total bytes", "bytes/elem");
+  for (size_t rank = 0; rank < r.memory.size(); ++rank) {
+    const MemoryFigures& m = r.memory[rank];
+    std::printf("%6zu", rank);
+    for (const auto& e : m.entries) std::printf("  %22lld", static_cast<long long>(e.bytes));
+    std::printf("  %12lld  %14lld  %.2f\n", static_cast<long long>(m.owned_elements),
+                static_cast<long long>(m.total_bytes),
+                m.owned_elements ? static_cast<double>(m.total_bytes) / m.owned_elements : 0.0);
+  }
+}
+
+}  // namespace
+
+void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
+  auto* cmd = app.add_subcommand(
+      "train",
+      "One rank of a DistributedOptimizer run on oracle gradients (run it under `shardcheck "
+      "launch --nproc N --`, torchrun, srun or mpirun). With --compare-reference every rank runs "
+      "the reference beside it and compares its shard and the gathered params bytewise after "
+      "every step. Rank 0 writes DIR/result.json, DIR/final.safetensors and DIR/config.json.");
+  auto opts = std::make_shared<OracleCliOptions>();
+  auto out = std::make_shared<std::string>();
+  auto bucket_size = std::make_shared<int64_t>(0);
+  auto compare = std::make_shared<bool>(false);
+  auto backend = std::make_shared<std::string>("gloo");
+  auto timeout_s = std::make_shared<double>(120.0);
+  auto threads = std::make_shared<int>(1);
+  opts->Register(cmd);
+  cmd->add_option("--out", *out, "output folder (rank 0 writes it)")->required();
+  cmd->add_option("--bucket-size", *bucket_size, "bucket size in elements (0: one bucket)")
+      ->capture_default_str();
+  cmd->add_flag("--compare-reference", *compare,
+                "run the reference beside it and compare bytewise after every step");
+  cmd->add_option("--backend", *backend, "gloo | nccl | auto")->capture_default_str();
+  cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
+  cmd->add_option("--threads", *threads, "libtorch intra-op threads per rank")->capture_default_str();
+  cmd->callback([&action, opts, out, bucket_size, compare, backend, timeout_s, threads] {
+    action = [=]() {
+      at::set_num_threads(*threads);
+      TrainOptions t;
+      t.run = opts->Resolve();
+      t.bucket_size = *bucket_size;
+      t.compare_reference = *compare;
+      const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
+      std::unique_ptr<Communicator> comm = ConnectFromEnvironment(*backend, timeout);
+      const bool root = comm->rank() == 0;
+      if (root) {
+        std::filesystem::create_directories(*out);
+        std::cout << "train " << t.run.setup.name << " on " << t.run.model.name << " ("
+                  << DtypeName(t.run.dtype) << "), dp " << comm->size() << ", backend "
+                  << comm->backend() << ", " << t.run.steps << " steps\n";
+      }
+      TrainResult r = RunDistributedOracle(t, *comm, root ? &std::cout : nullptr);
+      if (root) {
+        WriteJsonFile(*out + "/result.json", TrainResultJson(t, comm->size(), r));
+        WriteFinalState(*out + "/final.safetensors", r.final_state);
+        WriteJsonFile(*out + "/config.json", RunConfigJson(t.run, r.final_state.step));
+        PrintMemory(r);
+        if (r.first_mismatch)
+          std::cout << "FAIL: first mismatch at step " << r.first_mismatch->step << " on rank "
+                    << r.first_mismatch->rank << ": " << r.first_mismatch->detail << "\n";
+        else if (r.compared)
+          std::cout << "PASS: bitwise equal to the reference at every step\n";
+        std::cout << "wrote " << *out << "/result.json, final.safetensors, config.json\n";
+      }
+      comm->Barrier();
+      return r.ok ? 0 : 1;
+    };
+  });
+}
+
+}  // namespace shardcheck

@@ -1,0 +1,73 @@
+// One rank of a distributed oracle run: the DistributedOptimizer on this
+// rank's micro-batches and, side by side, the reference on the full model;
+// after every step this rank's shard (main params and every state tensor of
+// the owning child's schema) and every gathered model param are compared
+// with the reference byte for byte, and the verdict is all-reduced so every
+// rank reaches the same one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "distributed/distrib_optimizer.h"
+#include "harness/oracle_run.h"
+
+namespace shardcheck {
+
+struct TrainOptions {
+  OracleRunOptions run;
+  int64_t bucket_size = 0;
+  bool compare_reference = false;
+  // Called on every rank after each distributed step, before comparing
+  // (tests inject faults through it).
+  std::function<void(DistributedOptimizer&, int64_t step)> after_step;
+};
+
+// Figures of one comparison group at one step, over all ranks.
+struct GroupStep {
+  std::string group;  // "params", "main_params" or a state key
+  int64_t mismatches = 0;
+  double max_abs = 0.0;
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double grad_norm = 0.0;
+  std::vector<GroupStep> groups;  // empty without --compare-reference
+};
+
+struct FirstMismatch {
+  int64_t step = 0;
+  int rank = 0;
+  std::string tensor;  // e.g. "state.exp_avg.decoder.layers.0.mlp.linear_fc1.bias"
+  std::string detail;  // the comparator's summary
+};
+
+struct TrainResult {
+  bool compared = false;
+  bool ok = true;
+  std::vector<StepRecord> steps;
+  std::optional<FirstMismatch> first_mismatch;
+  std::vector<MemoryFigures> memory;  // per rank (complete on rank 0 only)
+  StateDict final_state;              // model space, on rank 0 only
+};
+
+// The comparison groups, identical on every rank: params, main_params, then
+// every state key of every child's schema (first appearance order).
+std::vector<std::string> ComparisonGroups(const std::vector<ChildOptimizer>& children);
+
+// Runs opts.run.steps steps on `comm`. DP size (comm.size()) must divide M.
+// Collective; progress lines go to `log` on rank 0 when non-null.
+TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, std::ostream* log);
+
+// result.json: resolved config, dp, per-step series, verdict, first
+// mismatch, per-rank memory figures.
+nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const TrainResult& r);
+
+}  // namespace shardcheck
