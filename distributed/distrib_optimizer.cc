@@ -174,7 +174,14 @@ void DistributedOptimizer::StepSharded(float clip) {
       case OptimizerKind::kMuon:
         throw Error("distributed optimizer: Muon cannot run sharded elementwise");
     }
-    // The model param is the main param rounded to the model dtype.
+  }
+  GatherSharded();
+}
+
+void DistributedOptimizer::GatherSharded() {
+  // The model param is the main param rounded to the model dtype.
+  for (const Slice& s : slices_) {
+    const int64_t n = s.where.gbuf_world.size();
     param_buffer_.narrow(0, s.where.gbuf_world.begin, n).copy_(main_.narrow(0, s.offset, n));
   }
   for (const Bucket& b : layout_.buckets()) {
@@ -193,12 +200,18 @@ void DistributedOptimizer::StepLayerWise(float clip) {
     if (clip != 1.0f) g.mul_(clip);
     LayerWiseMuonUpdate(c, params_[static_cast<size_t>(lw.param)].DefaultWdMult(), lw.main, g,
                         lw.momentum);
-    lw.model.copy_(lw.main);
   }
   GatherLayerWise();
 }
 
+void DistributedOptimizer::RebuildModelParams() {
+  GatherSharded();
+  if (!lw_.empty()) GatherLayerWise();
+}
+
 void DistributedOptimizer::GatherLayerWise() {
+  for (LayerWiseParam& lw : lw_)
+    if (lw.owner == comm_.rank()) lw.model.copy_(lw.main);
   // Pack each rank's owned params into equal-sized segments, all-gather, unpack.
   const int dp = comm_.size();
   std::vector<int64_t> load(static_cast<size_t>(dp), 0);
@@ -229,6 +242,9 @@ std::vector<OwnedPiece> DistributedOptimizer::Owned() {
     p.param = s.where.param;
     p.child = sharded_child_;
     p.param_range = s.where.param_range;
+    p.bucket = s.where.bucket;
+    p.in_bucket = s.where.gbuf_world_in_bucket;
+    p.local = s.where.gbuf_local;
     const int64_t n = s.where.gbuf_world.size();
     p.main = main_.narrow(0, s.offset, n);
     for (auto& t : state_) p.state.push_back(t.narrow(0, s.offset, n));
@@ -254,6 +270,9 @@ std::vector<OwnedPiece> DistributedOptimizer::PiecesOf(int rank) const {
     p.param = s.param;
     p.child = sharded_child_;
     p.param_range = s.param_range;
+    p.bucket = s.bucket;
+    p.in_bucket = s.gbuf_world_in_bucket;
+    p.local = s.gbuf_local;
     out.push_back(std::move(p));
   }
   for (const LayerWiseParam& lw : lw_) {

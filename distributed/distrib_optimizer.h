@@ -48,6 +48,9 @@ struct OwnedPiece {
   int param = 0;
   int child = 0;
   Range param_range;  // offsets within the flattened param
+  int bucket = -1;    // sharded pieces: bucket index; -1 for layer-wise params
+  Range in_bucket;    // sharded pieces: gbuf_world_in_bucket
+  Range local;        // sharded pieces: gbuf_local (in this rank's shard of the bucket)
   at::Tensor main;
   std::vector<at::Tensor> state;
 };
@@ -67,6 +70,16 @@ class DistributedOptimizer {
   // buffer for param i: write the rank's already-scaled gradient here.
   at::Tensor Grad(int i);
   void ZeroGrad();
+
+  // Sets the step counter (after a checkpoint load).
+  void SetStep(int64_t step) { step_ = step; }
+  // Re-derives every model param from the fp32 main params: the owned
+  // slices are rounded to the model dtype, then every bucket and the
+  // layer-wise params are all-gathered. Collective. A load must end with it
+  // (Megatron-LM PR #6920 lost this step for layer-wise Muon).
+  void RebuildModelParams();
+  // Index of the child whose params are sharded in the buffer.
+  int sharded_child() const { return sharded_child_; }
 
   // One step: reduce-scatter (SUM) / all-reduce the grads, fp64 global norm
   // and optional clipping, the inner updates of this rank's shards, main ->
@@ -113,7 +126,8 @@ class DistributedOptimizer {
 
   void StepSharded(float clip);
   void StepLayerWise(float clip);
-  void GatherLayerWise();
+  void GatherSharded();    // main -> model for owned slices, all-gather buckets
+  void GatherLayerWise();  // main -> model for owned matrices, all-gather them
 
   OptimizerSetup setup_;
   std::vector<ParamInfo> params_;

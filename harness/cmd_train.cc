@@ -11,6 +11,7 @@
 #include "harness/cli_options.h"
 #include "harness/dist_train.h"
 #include "harness/run_files.h"
+#include "reference/error.h"
 
 namespace shardcheck {
 
@@ -48,7 +49,25 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
   auto backend = std::make_shared<std::string>("gloo");
   auto timeout_s = std::make_shared<double>(120.0);
   auto threads = std::make_shared<int>(1);
+  auto save_at = std::make_shared<int>(0);
+  auto save_dir = std::make_shared<std::string>();
+  auto sharding = std::make_shared<std::string>("dp_reshardable");
+  auto load_dir = std::make_shared<std::string>();
+  auto allow_missing = std::make_shared<bool>(false);
+  auto ignore_unexpected = std::make_shared<bool>(false);
   opts->Register(cmd);
+  cmd->add_option("--save-at", *save_at, "save a checkpoint after this step (0: never)");
+  cmd->add_option("--save-dir", *save_dir, "checkpoint folder to create (must not exist)");
+  cmd->add_option("--sharding-type", *sharding,
+                  "dp_reshardable | fully_reshardable | dp_zero_gather_scatter | "
+                  "fully_sharded_model_space")
+      ->capture_default_str();
+  cmd->add_option("--load", *load_dir,
+                  "load this checkpoint first (at this run's DP size) and continue to --steps");
+  cmd->add_flag("--allow-missing", *allow_missing,
+                "loading: state tensors the checkpoint lacks start from zero (default: strict)");
+  cmd->add_flag("--ignore-unexpected", *ignore_unexpected,
+                "loading: skip checkpoint tensors this optimizer does not use (default: strict)");
   cmd->add_option("--out", *out, "output folder (rank 0 writes it)")->required();
   cmd->add_option("--bucket-size", *bucket_size, "bucket size in elements (0: one bucket)")
       ->capture_default_str();
@@ -57,13 +76,24 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--backend", *backend, "gloo | nccl | auto")->capture_default_str();
   cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
   cmd->add_option("--threads", *threads, "libtorch intra-op threads per rank")->capture_default_str();
-  cmd->callback([&action, opts, out, bucket_size, compare, backend, timeout_s, threads] {
+  cmd->callback([&action, opts, out, bucket_size, compare, backend, timeout_s, threads, save_at,
+                 save_dir, sharding, load_dir, allow_missing, ignore_unexpected] {
     action = [=]() {
       at::set_num_threads(*threads);
       TrainOptions t;
       t.run = opts->Resolve();
       t.bucket_size = *bucket_size;
       t.compare_reference = *compare;
+      t.save_at = *save_at;
+      t.save_dir = *save_dir;
+      t.sharding_type = ParseShardingType(*sharding);
+      if (t.save_at > 0 && t.save_dir.empty()) throw Error("--save-at needs --save-dir");
+      if (t.save_at > t.run.steps)
+        throw Error("--save-at " + std::to_string(t.save_at) + " is after the last step " +
+                    std::to_string(t.run.steps));
+      t.load_dir = *load_dir;
+      t.load_options.allow_missing = *allow_missing;
+      t.load_options.ignore_unexpected = *ignore_unexpected;
       const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
       std::unique_ptr<Communicator> comm = ConnectFromEnvironment(*backend, timeout);
       const bool root = comm->rank() == 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <ostream>
 
 #include "distributed/model_space.h"
@@ -101,8 +102,18 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
 
   TrainResult result;
   result.compared = opts.compare_reference;
+  if (!opts.load_dir.empty()) {
+    LoadCheckpoint(opt, opts.load_dir, opts.load_options);
+    result.resumed_from = opt.step();
+    if (log && rank == 0)
+      *log << "loaded " << opts.load_dir << " at step " << opt.step() << " (dp " << dp << ")\n";
+    // The uninterrupted reference up to the loaded step.
+    if (ref)
+      for (int64_t s = 1; s <= opt.step(); ++s)
+        ref->Step(GlobalGrads(run.model, run.seed, static_cast<uint64_t>(s), M));
+  }
   const int mb_begin = rank * M / dp, mb_end = (rank + 1) * M / dp;
-  for (int s = 1; s <= run.steps; ++s) {
+  for (int s = static_cast<int>(opt.step()) + 1; s <= run.steps; ++s) {
     const uint64_t step = static_cast<uint64_t>(s);
     opt.ZeroGrad();
     for (size_t i = 0; i < params.size(); ++i)
@@ -146,6 +157,12 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
         result.ok = false;
       }
     }
+    if (opts.save_at == s) {
+      SaveCheckpoint(opt, opts.save_dir, opts.sharding_type);
+      if (log && rank == 0)
+        *log << "saved step " << s << " to " << opts.save_dir << " ("
+             << ShardingTypeName(opts.sharding_type) << ")\n";
+    }
     if (log && rank == 0) {
       *log << "step " << s << "/" << run.steps << "  grad_norm " << rec.grad_norm;
       if (ref) {
@@ -182,7 +199,36 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
     }
   }
   result.final_state = GatherModelSpace(opt, 0);
+  result.layout = LayoutJson(opt);
   return result;
+}
+
+nlohmann::ordered_json LayoutJson(const DistributedOptimizer& opt) {
+  const BufferLayout& l = opt.layout();
+  nlohmann::ordered_json j;
+  j["dp"] = l.dp();
+  j["bucket_size"] = l.bucket_size();
+  j["numel"] = l.numel();
+  j["buckets"] = nlohmann::ordered_json::array();
+  for (const Bucket& b : l.buckets())
+    j["buckets"].push_back({{"begin", b.world.begin},
+                            {"end", b.world.end},
+                            {"numel_unpadded", b.numel_unpadded},
+                            {"shard", b.ShardSize(l.dp())},
+                            {"params", b.params.size()}});
+  std::map<int, int> ranks_per_param;
+  for (int r = 0; r < l.dp(); ++r)
+    for (const OwnedSlice& s : l.SlicesOf(r)) ++ranks_per_param[s.param];
+  int straddling = 0;
+  for (const auto& [p, n] : ranks_per_param) straddling += n > 1;
+  j["straddling_params"] = straddling;
+  int64_t smallest = -1;
+  for (const PlacedParam& p : l.params()) smallest = smallest < 0 ? p.numel : std::min(smallest, p.numel);
+  j["smallest_param_numel"] = smallest;
+  j["layer_wise_owners"] = nlohmann::ordered_json::object();
+  for (const auto& [param, owner] : opt.layer_wise_owners())
+    j["layer_wise_owners"][opt.params()[static_cast<size_t>(param)].name] = owner;
+  return j;
 }
 
 nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const TrainResult& r) {
@@ -192,6 +238,11 @@ nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const T
   j["config"]["dp"] = dp;
   j["config"]["bucket_size"] = opts.bucket_size;
   j["compared_with_reference"] = r.compared;
+  j["resumed_from"] = r.resumed_from;
+  if (!opts.load_dir.empty()) j["loaded_from"] = opts.load_dir;
+  if (opts.save_at > 0)
+    j["saved"] = {{"step", opts.save_at}, {"dir", opts.save_dir},
+                  {"sharding_type", ShardingTypeName(opts.sharding_type)}};
   j["verdict"] = !r.compared ? "not_compared" : (r.ok ? "pass" : "fail");
   j["steps"] = nlohmann::ordered_json::array();
   for (const auto& s : r.steps) {
@@ -210,6 +261,7 @@ nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const T
   } else {
     j["first_mismatch"] = nullptr;
   }
+  j["layout"] = r.layout;
   j["memory"] = nlohmann::ordered_json::array();
   for (size_t rank = 0; rank < r.memory.size(); ++rank) {
     nlohmann::ordered_json m;

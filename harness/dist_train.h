@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/checkpoint.h"
 #include "distributed/communicator.h"
 #include "distributed/distrib_optimizer.h"
 #include "harness/oracle_run.h"
@@ -24,6 +25,14 @@ struct TrainOptions {
   OracleRunOptions run;
   int64_t bucket_size = 0;
   bool compare_reference = false;
+  // Save after step `save_at` (0: never) into `save_dir` as `sharding_type`.
+  int save_at = 0;
+  std::string save_dir;
+  ShardingType sharding_type = ShardingType::kDpReshardable;
+  // Load before the first step (empty: start from the oracle's initial
+  // params); the run then continues from the loaded step to run.steps.
+  std::string load_dir;
+  LoadOptions load_options;
   // Called on every rank after each distributed step, before comparing
   // (tests inject faults through it).
   std::function<void(DistributedOptimizer&, int64_t step)> after_step;
@@ -51,12 +60,18 @@ struct FirstMismatch {
 
 struct TrainResult {
   bool compared = false;
+  int64_t resumed_from = 0;  // step of the loaded checkpoint (0: fresh start)
   bool ok = true;
   std::vector<StepRecord> steps;
   std::optional<FirstMismatch> first_mismatch;
   std::vector<MemoryFigures> memory;  // per rank (complete on rank 0 only)
   StateDict final_state;              // model space, on rank 0 only
+  nlohmann::ordered_json layout;      // the sharded child's layout facts
 };
+
+// Buckets, numel_unpadded, shard sizes, params cut across ranks, smallest
+// param, layer-wise owners: what a reviewer needs to see the case covered.
+nlohmann::ordered_json LayoutJson(const DistributedOptimizer& opt);
 
 // The comparison groups, identical on every rank: params, main_params, then
 // every state key of every child's schema (first appearance order).

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "distributed/config_json.h"
 #include "harness/model_spec.h"
 #include "harness/oracle_run.h"
 #include "reference/config.h"
@@ -12,9 +13,6 @@
 
 namespace shardcheck {
 
-nlohmann::ordered_json ConfigJson(const OptimizerConfig& c);
-// Every child with its role ("main"/"scalar"), config and schema.
-nlohmann::ordered_json SetupJson(const OptimizerSetup& s);
 nlohmann::ordered_json ModelJson(const ModelSpec& m);
 // The resolved run: model, setup, steps, seed, dtype, M, step reached.
 nlohmann::ordered_json RunConfigJson(const OracleRunOptions& opts, int64_t step);

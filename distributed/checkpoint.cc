@@ -1,0 +1,593 @@
+#include "distributed/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "distributed/config_json.h"
+#include "distributed/file_util.h"
+#include "distributed/safetensors.h"
+#include "reference/error.h"
+#include "reference/schema.h"
+
+namespace shardcheck {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A contiguous run of one checkpoint tensor that this rank writes.
+struct Pending {
+  std::string key;
+  std::vector<int64_t> shape;  // global shape
+  int64_t offset = 0;          // first element in the flattened global tensor
+  at::Tensor data;             // 1-D, contiguous
+};
+
+// "param" (the fp32 main param) and every state key of the sharded child.
+std::vector<std::string> ShardedKinds(const DistributedOptimizer& opt) {
+  std::vector<std::string> kinds = {"param"};
+  for (const auto& k : opt.children()[static_cast<size_t>(opt.sharded_child())].schema.keys)
+    kinds.push_back(k.name);
+  return kinds;
+}
+
+// Model-space key of a sharded param's main param under `type`.
+std::string MainKind(ShardingType type) {
+  return type == ShardingType::kFullyReshardable ? "param" : "fp32_param";
+}
+
+// Runs `fn` on every rank; if it threw on any rank, every rank throws: the
+// failing rank its own message, the others one naming the first failing rank.
+void Agree(Communicator& comm, const std::string& what, const std::function<void()>& fn) {
+  std::string err;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  // The lowest failing rank, as the max of negated ranks (-size: none).
+  at::Tensor lowest = at::full({1}, err.empty() ? -comm.size() : -comm.rank(), at::kLong);
+  comm.AllReduce(lowest, ReduceOp::kMax);
+  const int64_t failing = -lowest.item<int64_t>();
+  if (failing >= comm.size()) return;
+  if (!err.empty()) throw Error(err + " [rank " + std::to_string(comm.rank()) + "]");
+  throw Error(what + " failed on rank " + std::to_string(failing) + " (see its error)");
+}
+
+// Gathers one string per rank to `root` (others get an empty vector).
+std::vector<std::string> GatherStrings(Communicator& comm, const std::string& s, int root) {
+  at::Tensor len = at::full({1}, static_cast<int64_t>(s.size()), at::kLong);
+  comm.AllReduce(len, ReduceOp::kMax);
+  const int64_t n = std::max<int64_t>(len.item<int64_t>(), 1) + 8;
+  at::Tensor buf = at::zeros({n}, at::kByte);
+  const int64_t size = static_cast<int64_t>(s.size());
+  std::memcpy(buf.data_ptr(), &size, 8);
+  std::memcpy(static_cast<char*>(buf.data_ptr()) + 8, s.data(), s.size());
+  std::vector<std::string> out;
+  for (const at::Tensor& t : comm.Gather(buf, root)) {
+    int64_t k = 0;
+    std::memcpy(&k, t.data_ptr(), 8);
+    out.emplace_back(static_cast<const char*>(t.data_ptr()) + 8, static_cast<size_t>(k));
+  }
+  return out;
+}
+
+// This rank's shard of bucket b (gaps and padding zero) for kind index ki
+// (0: main param, else state key ki-1).
+at::Tensor ShardOf(const std::vector<OwnedPiece>& owned, const Bucket& b, int dp, size_t ki) {
+  at::Tensor buf = at::zeros({b.ShardSize(dp)}, at::kFloat);
+  for (const OwnedPiece& p : owned) {
+    if (p.bucket != b.index) continue;
+    buf.narrow(0, p.local.begin, p.local.size()).copy_(ki == 0 ? p.main : p.state[ki - 1]);
+  }
+  return buf;
+}
+
+void AddBucketSizes(std::vector<Pending>& out, const DistributedOptimizer& opt) {
+  const BufferLayout& l = opt.layout();
+  std::vector<int64_t> numel, unpadded;
+  for (const Bucket& b : l.buckets()) {
+    numel.push_back(b.world.size());
+    unpadded.push_back(b.numel_unpadded);
+  }
+  const int64_t nb = static_cast<int64_t>(numel.size());
+  const std::string prefix = BufferPrefix(0, opt.model_dtype(), at::kFloat);
+  out.push_back({prefix + ".per_bucket_numel", {nb}, 0, at::tensor(numel, at::kLong)});
+  out.push_back({prefix + ".per_bucket_numel_unpadded", {nb}, 0, at::tensor(unpadded, at::kLong)});
+}
+
+// What this rank writes for `type`. Collective for the gathered types.
+std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
+  Communicator& comm = opt.comm();
+  const int rank = comm.rank(), dp = comm.size();
+  const auto& params = opt.params();
+  const BufferLayout& layout = opt.layout();
+  const c10::ScalarType pdt = opt.model_dtype(), gdt = at::kFloat;
+  const std::vector<std::string> kinds = ShardedKinds(opt);
+  const std::vector<OwnedPiece> owned = opt.Owned();
+  std::vector<Pending> out;
+  // Layer-wise (Muon) params, whole, in model space, by their owner.
+  for (const OwnedPiece& p : owned) {
+    if (p.bucket >= 0) continue;
+    const ParamInfo& info = params[static_cast<size_t>(p.param)];
+    out.push_back({ModelSpaceKey("fp32_param", info.name), info.shape, 0, p.main.clone()});
+    const StateSchema& schema = opt.children()[static_cast<size_t>(p.child)].schema;
+    for (size_t k = 0; k < schema.keys.size(); ++k)
+      out.push_back({ModelSpaceKey(schema.keys[k].name, info.name), info.shape, 0, p.state[k].clone()});
+  }
+  switch (type) {
+    case ShardingType::kDpReshardable:
+      for (const Bucket& b : layout.buckets()) {
+        const int64_t shard = b.ShardSize(dp), begin = rank * shard;
+        const int64_t n = std::min(shard, b.numel_unpadded - begin);
+        if (n <= 0) continue;  // bucket-end padding is never written
+        for (size_t ki = 0; ki < kinds.size(); ++ki)
+          out.push_back({DpReshardableKey(0, pdt, gdt, b.index, kinds[ki]), {b.numel_unpadded}, begin,
+                         ShardOf(owned, b, dp, ki).narrow(0, 0, n).clone()});
+      }
+      if (rank == 0) AddBucketSizes(out, opt);
+      break;
+    case ShardingType::kFullyShardedModelSpace:
+      for (const OwnedPiece& p : owned) {
+        if (p.bucket < 0) continue;
+        const ParamInfo& info = params[static_cast<size_t>(p.param)];
+        for (size_t ki = 0; ki < kinds.size(); ++ki)
+          out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name), info.shape,
+                         p.param_range.begin, (ki == 0 ? p.main : p.state[ki - 1]).clone()});
+      }
+      break;
+    case ShardingType::kFullyReshardable: {
+      // Gathered to rank 0, which writes every param whole.
+      // One gather per (kind, bucket) of every rank's shard.
+      for (size_t ki = 0; ki < kinds.size(); ++ki) {
+        for (const Bucket& b : layout.buckets()) {
+          std::vector<at::Tensor> shards = comm.Gather(ShardOf(owned, b, dp, ki), 0);
+          if (rank != 0) continue;
+          const at::Tensor bucket = at::cat(shards);
+          for (int pi : b.params) {
+            const PlacedParam& p = layout.params()[static_cast<size_t>(pi)];
+            const ParamInfo& info = params[static_cast<size_t>(p.param)];
+            out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name), info.shape, 0,
+                           bucket.narrow(0, p.world.begin - b.world.begin, p.numel).clone()});
+          }
+        }
+      }
+      break;
+    }
+    case ShardingType::kDpZeroGatherScatter: {
+      for (size_t ki = 0; ki < kinds.size(); ++ki) {
+        std::vector<at::Tensor> parts;
+        for (const Bucket& b : layout.buckets()) {
+          std::vector<at::Tensor> shards = comm.Gather(ShardOf(owned, b, dp, ki), 0);
+          if (rank == 0) parts.push_back(at::cat(shards).narrow(0, 0, b.numel_unpadded));
+        }
+        if (rank == 0 && !parts.empty()) {
+          at::Tensor all = at::cat(parts);
+          out.push_back({DpZeroKey(0, pdt, gdt, kinds[ki]), {all.numel()}, 0, all});
+        }
+      }
+      if (rank == 0) AddBucketSizes(out, opt);
+      break;
+    }
+  }
+  return out;
+}
+
+CheckpointMetadata CommonMetadata(const DistributedOptimizer& opt, ShardingType type) {
+  CheckpointMetadata m;
+  m.sharding_type = type;
+  m.optimizer = opt.setup().name;
+  m.optimizer_config = SetupJson(opt.setup());
+  for (const auto& c : opt.children()) m.schemas[KindName(c.config.kind)] = c.schema.Names();
+  m.step = opt.step();
+  m.dp_size = opt.comm().size();
+  m.model_dtype = opt.model_dtype();
+  m.params = opt.params();
+  for (size_t i = 0; i < opt.params().size(); ++i)
+    m.param_child.push_back(KindName(opt.children()[static_cast<size_t>(opt.ChildOf(static_cast<int>(i)))].config.kind));
+  for (const ParamGroup& g : BuildGroups(opt.children(), opt.params())) {
+    const OptimizerConfig& c = opt.children()[static_cast<size_t>(g.child)].config;
+    GroupRecord r{KindName(c.kind), g.wd_mult, c.lr, c.weight_decay, {}};
+    for (int i : g.params) r.params.push_back(opt.params()[static_cast<size_t>(i)].name);
+    m.groups.push_back(std::move(r));
+  }
+  BufferRecord buf;
+  buf.param_dtype = opt.model_dtype();
+  buf.grad_dtype = at::kFloat;
+  buf.bucket_size = opt.layout().bucket_size();
+  for (const Bucket& b : opt.layout().buckets()) {
+    BucketRecord br;
+    br.numel = b.world.size();
+    br.numel_unpadded = b.numel_unpadded;
+    for (int pi : b.params) {
+      const PlacedParam& p = opt.layout().params()[static_cast<size_t>(pi)];
+      br.params.push_back({opt.params()[static_cast<size_t>(p.param)].name, p.world.begin - b.world.begin, p.numel});
+    }
+    buf.buckets.push_back(std::move(br));
+  }
+  m.buffers.push_back(std::move(buf));
+  for (const auto& [param, owner] : opt.layer_wise_owners())
+    m.layer_wise_owner[opt.params()[static_cast<size_t>(param)].name] = owner;
+  return m;
+}
+
+}  // namespace
+
+void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingType type) {
+  Communicator& comm = opt.comm();
+  const int rank = comm.rank();
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const fs::path target = fs::absolute(path);
+  const fs::path parent = target.parent_path();
+
+  // Rank 0 decides whether the target exists and picks the temporary name.
+  at::Tensor decision = at::zeros({2}, at::kLong);
+  if (rank == 0) {
+    decision[0] = fs::exists(target) ? 1 : 0;
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    decision[1] = static_cast<int64_t>((static_cast<uint64_t>(::getpid()) << 32) ^
+                                       static_cast<uint64_t>(now)) & 0x7FFFFFFFFFFFFFFF;
+  }
+  comm.Broadcast(decision, 0);
+  if (decision[0].item<int64_t>() != 0)
+    throw Error("refusing to save: " + target.string() + " exists (checkpoints are never overwritten)");
+  std::ostringstream id;
+  id << std::hex << decision[1].item<int64_t>();
+  const fs::path tmp = target.string() + ".tmp-" + id.str();
+  Agree(comm, "creating " + tmp.string(), [&] {
+    if (rank != 0) return;
+    fs::create_directories(parent);
+    if (!fs::create_directory(tmp)) throw Error("cannot create " + tmp.string() + ": it exists");
+  });
+
+  std::vector<Pending> chunks = BuildChunks(opt, type);
+  nlohmann::json records = nlohmann::json::array();
+  Agree(comm, "writing " + tmp.string(), [&] {
+    if (chunks.empty()) return;
+    const std::string file = RankFileName(rank);
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (const Pending& c : chunks) tensors.push_back({c.key, c.data});
+    WriteSafetensors((tmp / file).string(), tensors,
+                     {{"format", kCheckpointFormatName}, {"rank", std::to_string(rank)}});
+    const SafetensorsFile header = ReadSafetensorsHeader((tmp / file).string());
+    for (const Pending& c : chunks) {
+      const SafetensorsEntry* e = nullptr;
+      for (const auto& entry : header.entries)
+        if (entry.name == c.key) e = &entry;
+      if (!e) throw Error("written file " + file + " lacks " + c.key);
+      records.push_back({{"key", c.key},
+                         {"dtype", SafetensorsDtype(c.data.scalar_type())},
+                         {"shape", c.shape},
+                         {"offset", c.offset},
+                         {"numel", c.data.numel()},
+                         {"file", file},
+                         {"name", c.key},
+                         {"byte_range", {header.DataOffset() + e->begin, header.DataOffset() + e->end}},
+                         {"xxh3", Xxh3Hex(c.data.data_ptr(), e->end - e->begin)}});
+    }
+  });
+  const std::vector<std::string> all = GatherStrings(comm, records.dump(), 0);
+  Agree(comm, "committing " + target.string(), [&] {
+    if (rank != 0) return;
+    CheckpointMetadata m = CommonMetadata(opt, type);
+    for (const std::string& s : all) {
+      for (const auto& r : nlohmann::json::parse(s)) {
+        TensorRecord& t = m.tensors[r.at("key").get<std::string>()];
+        t.key = r.at("key").get<std::string>();
+        t.dtype = ParseSafetensorsDtype(r.at("dtype").get<std::string>());
+        t.shape = r.at("shape").get<std::vector<int64_t>>();
+        const auto br = r.at("byte_range").get<std::vector<uint64_t>>();
+        t.chunks.push_back({r.at("offset").get<int64_t>(), r.at("numel").get<int64_t>(),
+                            r.at("file").get<std::string>(), r.at("name").get<std::string>(), br[0],
+                            br[1], r.at("xxh3").get<std::string>()});
+      }
+    }
+    // Every tensor must be covered exactly once.
+    for (auto& [key, t] : m.tensors) {
+      std::sort(t.chunks.begin(), t.chunks.end(),
+                [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
+      int64_t covered = 0;
+      for (const ChunkRecord& c : t.chunks) {
+        if (c.offset != covered) throw Error("save of " + key + " leaves a gap or overlap at element " + std::to_string(covered));
+        covered += c.numel;
+      }
+      if (covered != t.Numel()) throw Error("save of " + key + " covers " + std::to_string(covered) + " of " + std::to_string(t.Numel()) + " elements");
+    }
+    WriteFileAtomic((tmp / kMetadataFile).string(), m.ToJson().dump(1) + "\n");
+    fs::rename(tmp, target);
+    FsyncDir(parent.string());
+    WriteFileAtomic((parent / "latest").string(), target.filename().string() + "\n");
+  });
+}
+
+std::set<std::string> ExpectedCheckpointKeys(const DistributedOptimizer& opt, ShardingType type) {
+  std::set<std::string> keys;
+  const auto& params = opt.params();
+  const std::vector<std::string> kinds = ShardedKinds(opt);
+  const c10::ScalarType pdt = opt.model_dtype(), gdt = at::kFloat;
+  for (const auto& [param, owner] : opt.layer_wise_owners()) {
+    const std::string& name = params[static_cast<size_t>(param)].name;
+    keys.insert(ModelSpaceKey("fp32_param", name));
+    for (const auto& k : opt.children()[static_cast<size_t>(opt.ChildOf(param))].schema.keys)
+      keys.insert(ModelSpaceKey(k.name, name));
+  }
+  const bool has_buffer = !opt.layout().buckets().empty();
+  switch (type) {
+    case ShardingType::kDpReshardable:
+      for (const Bucket& b : opt.layout().buckets())
+        for (const auto& kind : kinds) keys.insert(DpReshardableKey(0, pdt, gdt, b.index, kind));
+      break;
+    case ShardingType::kDpZeroGatherScatter:
+      if (has_buffer)
+        for (const auto& kind : kinds) keys.insert(DpZeroKey(0, pdt, gdt, kind));
+      break;
+    case ShardingType::kFullyReshardable:
+    case ShardingType::kFullyShardedModelSpace:
+      for (const PlacedParam& p : opt.layout().params())
+        for (size_t ki = 0; ki < kinds.size(); ++ki)
+          keys.insert(ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], params[static_cast<size_t>(p.param)].name));
+      break;
+  }
+  if (has_buffer && (type == ShardingType::kDpReshardable || type == ShardingType::kDpZeroGatherScatter)) {
+    const std::string prefix = BufferPrefix(0, pdt, gdt);
+    keys.insert(prefix + ".per_bucket_numel");
+    keys.insert(prefix + ".per_bucket_numel_unpadded");
+  }
+  return keys;
+}
+
+namespace {
+
+std::string List(const std::vector<std::string>& v, size_t most = 3) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < most; ++i) s += (i ? ", " : "") + v[i];
+  if (v.size() > most) s += " (+" + std::to_string(v.size() - most) + " more)";
+  return s;
+}
+
+std::string SchemaText(const std::map<std::string, std::vector<std::string>>& schemas) {
+  std::string s;
+  for (const auto& [kind, keys] : schemas) {
+    if (!s.empty()) s += "; ";
+    s += kind + ": " + List(keys, 10);
+  }
+  return s;
+}
+
+// Checks what does not depend on this rank: optimizer and schema, params,
+// dtype, groups, the type's layout constraints, the key set.
+void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                           const std::string& dir, const LoadOptions& o) {
+  // Optimizer and schema: state keys by name, over every child.
+  std::map<std::string, std::vector<std::string>> mine;
+  std::set<std::string> my_keys, their_keys;
+  for (const auto& c : opt.children()) {
+    mine[KindName(c.config.kind)] = c.schema.Names();
+    for (const auto& k : c.schema.Names()) my_keys.insert(k);
+  }
+  for (const auto& [kind, keys] : m.schemas)
+    for (const auto& k : keys) their_keys.insert(k);
+  std::vector<std::string> missing, unexpected;
+  for (const auto& k : my_keys)
+    if (!their_keys.count(k)) missing.push_back(k);
+  for (const auto& k : their_keys)
+    if (!my_keys.count(k)) unexpected.push_back(k);
+  if ((!missing.empty() && !o.allow_missing) || (!unexpected.empty() && !o.ignore_unexpected)) {
+    std::string msg = "checkpoint " + dir + " holds optimizer '" + m.optimizer + "' (" + SchemaText(m.schemas) +
+                      "); this run is '" + opt.setup().name + "' (" + SchemaText(mine) + "):";
+    if (!missing.empty()) msg += " missing state key " + List(missing, 10) + ";";
+    if (!unexpected.empty()) msg += " unexpected state key " + List(unexpected, 10) + ";";
+    throw Error(msg);
+  }
+  if (missing.empty() && unexpected.empty() && m.optimizer != opt.setup().name)
+    throw Error("checkpoint " + dir + " holds optimizer '" + m.optimizer + "', this run is '" +
+                opt.setup().name + "' (same state keys, different update)");
+  // Params: names, shapes, owning optimizer.
+  for (size_t i = 0; i < opt.params().size(); ++i) {
+    const ParamInfo& p = opt.params()[i];
+    const ParamInfo* q = m.FindParam(p.name);
+    if (!q) throw Error("checkpoint " + dir + " has no param " + p.name);
+    if (q->shape != p.shape)
+      throw Error("checkpoint " + dir + ": param " + p.name + " has shape " + q->ShapeString() +
+                  ", this run " + p.ShapeString());
+  }
+  if (m.params.size() != opt.params().size() && !o.ignore_unexpected)
+    throw Error("checkpoint " + dir + " holds " + std::to_string(m.params.size()) + " params, this run " +
+                std::to_string(opt.params().size()));
+  if (m.model_dtype != opt.model_dtype())
+    throw Error("checkpoint " + dir + " was saved from a " + DtypeName(m.model_dtype) + " model, this run is " +
+                DtypeName(opt.model_dtype()));
+  // Groups by identifying keys.
+  for (const ParamGroup& g : BuildGroups(opt.children(), opt.params())) {
+    const std::string kind = KindName(opt.children()[static_cast<size_t>(g.child)].config.kind);
+    GroupRecord want{kind, g.wd_mult, 0, 0, {}};
+    for (int i : g.params) want.params.push_back(opt.params()[static_cast<size_t>(i)].name);
+    const GroupRecord* found = nullptr;
+    for (const auto& r : m.groups)
+      if (r.Id() == want.Id()) found = &r;
+    if (!found) {
+      if (o.allow_missing) continue;
+      throw Error("checkpoint " + dir + " has no param group " + want.Id());
+    }
+    if (found->params != want.params)
+      throw Error("checkpoint " + dir + ": param group " + want.Id() + " holds other params");
+  }
+  // Layout constraints.
+  if (m.sharding_type == ShardingType::kDpReshardable || m.sharding_type == ShardingType::kDpZeroGatherScatter) {
+    const BufferLayout& l = opt.layout();
+    const std::string t = ShardingTypeName(m.sharding_type);
+    const std::vector<BucketRecord> none;
+    const std::vector<BucketRecord>& theirs = m.buffers.empty() ? none : m.buffers[0].buckets;
+    const std::string hint = " (bucket size " + std::to_string(m.buffers.empty() ? 0 : m.buffers[0].bucket_size) +
+                             " at save, " + std::to_string(l.bucket_size()) + " now); " + t +
+                             " can change only the DP size";
+    if (theirs.size() != l.buckets().size())
+      throw Error("layout mismatch: checkpoint " + dir + " has " + std::to_string(theirs.size()) +
+                  " buckets, this run " + std::to_string(l.buckets().size()) + hint);
+    for (const Bucket& b : l.buckets()) {
+      const BucketRecord& r = theirs[static_cast<size_t>(b.index)];
+      if (r.numel_unpadded != b.numel_unpadded)
+        throw Error("layout mismatch: bucket " + std::to_string(b.index) + " has numel_unpadded " +
+                    std::to_string(r.numel_unpadded) + " in checkpoint " + dir + ", " +
+                    std::to_string(b.numel_unpadded) + " in this run" + hint);
+      for (size_t j = 0; j < b.params.size(); ++j) {
+        const PlacedParam& p = l.params()[static_cast<size_t>(b.params[j])];
+        const std::string& name = opt.params()[static_cast<size_t>(p.param)].name;
+        if (j >= r.params.size() || r.params[j].name != name || r.params[j].offset != p.world.begin - b.world.begin)
+          throw Error("layout mismatch: bucket " + std::to_string(b.index) + " of checkpoint " + dir +
+                      " places params differently (" + name + ")" + hint);
+      }
+    }
+  }
+  // Tensor keys.
+  const std::set<std::string> expected = ExpectedCheckpointKeys(opt, m.sharding_type);
+  std::vector<std::string> miss, extra;
+  for (const auto& k : expected) {
+    if (m.tensors.count(k)) continue;
+    // fully_reshardable also accepts fp32_param for the main param.
+    const std::string alias = "optimizer.state.param.";
+    if (k.rfind(alias, 0) == 0 && m.tensors.count("optimizer.state.fp32_param." + k.substr(alias.size()))) continue;
+    miss.push_back(k);
+  }
+  for (const auto& [k, t] : m.tensors) {
+    if (expected.count(k)) continue;
+    const std::string alias = "optimizer.state.fp32_param.";
+    if (k.rfind(alias, 0) == 0 && expected.count("optimizer.state.param." + k.substr(alias.size()))) continue;
+    extra.push_back(k);
+  }
+  // With allow_missing, missing state tensors are zero-filled; main params never are.
+  std::vector<std::string> fatal_missing;
+  for (const auto& k : miss) {
+    const bool is_main = k.find(".param.") != std::string::npos || k.find(".fp32_param.") != std::string::npos ||
+                         (k.size() > 6 && k.compare(k.size() - 6, 6, ".param") == 0) ||
+                         k.find("per_bucket_numel") != std::string::npos;
+    if (!o.allow_missing || is_main) fatal_missing.push_back(k);
+  }
+  if (!fatal_missing.empty() || (!extra.empty() && !o.ignore_unexpected)) {
+    std::string msg = "checkpoint " + dir + " (" + ShardingTypeName(m.sharding_type) + ") does not match this run:";
+    if (!fatal_missing.empty()) msg += " missing tensor " + List(fatal_missing) + ";";
+    if (!extra.empty() && !o.ignore_unexpected) msg += " unexpected tensor " + List(extra) + ";";
+    throw Error(msg);
+  }
+}
+
+// Key and element range of `kind` of an owned piece.
+std::pair<std::string, int64_t> Locate(const DistributedOptimizer& opt, const CheckpointReader& r,
+                                       const OwnedPiece& p, const std::string& kind, bool main,
+                                       const std::vector<int64_t>& bucket_prefix) {
+  const std::string& name = opt.params()[static_cast<size_t>(p.param)].name;
+  if (p.bucket < 0) return {ModelSpaceKey(main ? "fp32_param" : kind, name), p.param_range.begin};
+  const ShardingType t = r.metadata().sharding_type;
+  switch (t) {
+    case ShardingType::kDpReshardable:
+      return {DpReshardableKey(0, opt.model_dtype(), at::kFloat, p.bucket, kind), p.in_bucket.begin};
+    case ShardingType::kDpZeroGatherScatter:
+      return {DpZeroKey(0, opt.model_dtype(), at::kFloat, kind),
+              bucket_prefix[static_cast<size_t>(p.bucket)] + p.in_bucket.begin};
+    case ShardingType::kFullyReshardable: {
+      std::string key = ModelSpaceKey(main ? "param" : kind, name);
+      if (main && !r.Has(key)) key = ModelSpaceKey("fp32_param", name);
+      return {key, p.param_range.begin};
+    }
+    case ShardingType::kFullyShardedModelSpace:
+      return {ModelSpaceKey(main ? "fp32_param" : kind, name), p.param_range.begin};
+  }
+  throw Error("unknown sharding type");
+}
+
+}  // namespace
+
+void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir, const LoadOptions& options) {
+  Communicator& comm = opt.comm();
+  std::vector<std::pair<at::Tensor, at::Tensor>> plan;  // (destination view, staged data)
+  int64_t step = 0;
+  Agree(comm, "loading checkpoint " + dir, [&] {
+    CheckpointReader reader(dir);
+    const CheckpointMetadata& m = reader.metadata();
+    ValidateCompatibility(opt, m, dir, options);
+    std::vector<int64_t> prefix;
+    int64_t acc = 0;
+    for (const Bucket& b : opt.layout().buckets()) {
+      prefix.push_back(acc);
+      acc += b.numel_unpadded;
+    }
+    for (OwnedPiece& p : opt.Owned()) {
+      const StateSchema& schema = opt.children()[static_cast<size_t>(p.child)].schema;
+      for (size_t ki = 0; ki <= schema.keys.size(); ++ki) {
+        const bool main = ki == 0;
+        const std::string kind = main ? "param" : schema.keys[ki - 1].name;
+        at::Tensor dst = main ? p.main : p.state[ki - 1];
+        const auto [key, begin] = Locate(opt, reader, p, kind, main, prefix);
+        if (!reader.Has(key)) {
+          plan.push_back({dst, at::zeros_like(dst)});  // allowed missing (validated above)
+          continue;
+        }
+        const TensorRecord& rec = reader.Record(key);
+        if (rec.dtype != dst.scalar_type())
+          throw Error("checkpoint " + dir + ": tensor " + key + " has dtype " + DtypeName(rec.dtype) +
+                      ", expected " + DtypeName(dst.scalar_type()));
+        plan.push_back({dst, reader.ReadRange(key, begin, p.param_range.size())});
+      }
+    }
+    step = m.step;
+  });
+  for (auto& [dst, data] : plan) dst.copy_(data);
+  opt.SetStep(step);
+  opt.RebuildModelParams();
+}
+
+StateDict ReadModelSpace(CheckpointReader& reader) {
+  const CheckpointMetadata& m = reader.metadata();
+  StateDict sd;
+  sd.optimizer = m.optimizer;
+  sd.step = m.step;
+  sd.groups = m.groups;
+  // Where each buffer param lies: bucket, offset in bucket; prefix of unpadded sizes.
+  std::map<std::string, std::pair<int, int64_t>> placed;
+  std::vector<int64_t> prefix;
+  int64_t acc = 0;
+  if (!m.buffers.empty()) {
+    for (size_t b = 0; b < m.buffers[0].buckets.size(); ++b) {
+      prefix.push_back(acc);
+      acc += m.buffers[0].buckets[b].numel_unpadded;
+      for (const auto& member : m.buffers[0].buckets[b].params)
+        placed[member.name] = {static_cast<int>(b), member.offset};
+    }
+  }
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const ParamInfo& p = m.params[i];
+    auto schema = m.schemas.find(m.param_child[i]);
+    if (schema == m.schemas.end())
+      throw Error(reader.dir() + ": param " + p.name + " names optimizer " + m.param_child[i] + " without a schema");
+    auto read = [&](const std::string& kind, bool main) -> at::Tensor {
+      auto where = placed.find(p.name);
+      if (m.layer_wise_owner.count(p.name) || where == placed.end() ||
+          m.sharding_type == ShardingType::kFullyShardedModelSpace ||
+          m.sharding_type == ShardingType::kFullyReshardable) {
+        std::string key = ModelSpaceKey(main ? "fp32_param" : kind, p.name);
+        if (main && !reader.Has(key)) key = ModelSpaceKey("param", p.name);
+        return reader.ReadFull(key);
+      }
+      const auto [bucket, offset] = where->second;
+      const std::string key = m.sharding_type == ShardingType::kDpReshardable
+                                  ? DpReshardableKey(0, m.model_dtype, at::kFloat, bucket, kind)
+                                  : DpZeroKey(0, m.model_dtype, at::kFloat, kind);
+      const int64_t begin = offset + (m.sharding_type == ShardingType::kDpReshardable ? 0 : prefix[static_cast<size_t>(bucket)]);
+      return reader.ReadRange(key, begin, p.Numel()).view(p.shape);
+    };
+    const at::Tensor main = read("param", true);
+    sd.tensors[ParamKey(p.name)] = main.to(m.model_dtype);
+    if (m.model_dtype != at::kFloat) sd.tensors[MainParamKey(p.name)] = main;
+    for (const auto& key : schema->second) sd.tensors[StateTensorKey(key, p.name)] = read(key, false);
+  }
+  return sd;
+}
+
+}  // namespace shardcheck

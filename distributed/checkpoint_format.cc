@@ -1,0 +1,352 @@
+#include "distributed/checkpoint_format.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "distributed/file_util.h"
+#include "distributed/safetensors.h"
+#include "reference/error.h"
+#include "reference/schema.h"
+
+namespace shardcheck {
+
+namespace fs = std::filesystem;
+
+std::string ShardingTypeName(ShardingType t) {
+  switch (t) {
+    case ShardingType::kDpReshardable: return "dp_reshardable";
+    case ShardingType::kFullyReshardable: return "fully_reshardable";
+    case ShardingType::kDpZeroGatherScatter: return "dp_zero_gather_scatter";
+    case ShardingType::kFullyShardedModelSpace: return "fully_sharded_model_space";
+  }
+  return "?";
+}
+
+const std::vector<ShardingType>& AllShardingTypes() {
+  static const std::vector<ShardingType> all = {
+      ShardingType::kDpReshardable, ShardingType::kFullyReshardable,
+      ShardingType::kDpZeroGatherScatter, ShardingType::kFullyShardedModelSpace};
+  return all;
+}
+
+ShardingType ParseShardingType(const std::string& name) {
+  for (ShardingType t : AllShardingTypes())
+    if (ShardingTypeName(t) == name) return t;
+  throw Error("unknown sharding type '" + name +
+              "' (expected dp_reshardable, fully_reshardable, dp_zero_gather_scatter or "
+              "fully_sharded_model_space)");
+}
+
+std::string RankFileName(int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "rank_%05d.safetensors", rank);
+  return buf;
+}
+
+std::string TorchDtypeName(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return "torch.float32";
+    case c10::kBFloat16: return "torch.bfloat16";
+    case c10::kHalf: return "torch.float16";
+    default: return "torch." + std::string(c10::toString(t));
+  }
+}
+
+std::string BufferPrefix(int gbuf, c10::ScalarType pdt, c10::ScalarType gdt) {
+  return "optimizer.distributed.dp_group_idx_0.gbuf_idx_" + std::to_string(gbuf) + ".dtype_(" +
+         TorchDtypeName(pdt) + ", " + TorchDtypeName(gdt) + ")";
+}
+
+std::string DpReshardableKey(int gbuf, c10::ScalarType pdt, c10::ScalarType gdt, int bucket,
+                             const std::string& kind) {
+  return BufferPrefix(gbuf, pdt, gdt) + ".bucket_idx_" + std::to_string(bucket) + "." + kind;
+}
+
+std::string DpZeroKey(int gbuf, c10::ScalarType pdt, c10::ScalarType gdt, const std::string& kind) {
+  return "optimizer.distributed.dp_group_idx_0.param_state.gbuf_idx_" + std::to_string(gbuf) +
+         ".dtype_(" + TorchDtypeName(pdt) + ", " + TorchDtypeName(gdt) + ")." + kind;
+}
+
+std::string ModelSpaceKey(const std::string& kind, const std::string& param) {
+  return "optimizer.state." + kind + "." + param;
+}
+
+int64_t TensorRecord::Numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string Xxh3Hex(const void* data, size_t size) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(XXH3_64bits(data, size)));
+  return buf;
+}
+
+const ParamInfo* CheckpointMetadata::FindParam(const std::string& name) const {
+  for (const auto& p : params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+nlohmann::ordered_json CheckpointMetadata::ToJson() const {
+  nlohmann::ordered_json j;
+  j["format"] = kCheckpointFormatName;
+  j["format_version"] = format_version;
+  j["sharding_type"] = ShardingTypeName(sharding_type);
+  j["optimizer"] = optimizer;
+  j["optimizer_config"] = optimizer_config;
+  j["schemas"] = schemas;
+  j["step"] = step;
+  j["dp_size"] = dp_size;
+  j["model_dtype"] = DtypeName(model_dtype);
+  j["param_groups"] = nlohmann::ordered_json::array();
+  for (const auto& g : groups)
+    j["param_groups"].push_back({{"optimizer", g.optimizer},
+                                 {"wd_mult", g.wd_mult},
+                                 {"lr", g.lr},
+                                 {"weight_decay", g.weight_decay},
+                                 {"params", g.params}});
+  j["params"] = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < params.size(); ++i)
+    j["params"].push_back({{"name", params[i].name},
+                           {"shape", params[i].shape},
+                           {"role", RoleName(params[i].role)},
+                           {"optimizer", param_child[i]}});
+  auto& lay = j["layout"];
+  lay["buffers"] = nlohmann::ordered_json::array();
+  for (const auto& b : buffers) {
+    nlohmann::ordered_json jb;
+    jb["param_dtype"] = DtypeName(b.param_dtype);
+    jb["grad_dtype"] = DtypeName(b.grad_dtype);
+    jb["bucket_size"] = b.bucket_size;
+    jb["buckets"] = nlohmann::ordered_json::array();
+    for (const auto& bk : b.buckets) {
+      nlohmann::ordered_json jk;
+      jk["numel"] = bk.numel;
+      jk["numel_unpadded"] = bk.numel_unpadded;
+      jk["params"] = nlohmann::ordered_json::array();
+      for (const auto& m : bk.params)
+        jk["params"].push_back({{"name", m.name}, {"offset", m.offset}, {"numel", m.numel}});
+      jb["buckets"].push_back(jk);
+    }
+    lay["buffers"].push_back(jb);
+  }
+  lay["layer_wise_owner"] = layer_wise_owner;
+  j["tensors"] = nlohmann::ordered_json::object();
+  for (const auto& [key, t] : tensors) {
+    nlohmann::ordered_json jt;
+    jt["dtype"] = SafetensorsDtype(t.dtype);
+    jt["shape"] = t.shape;
+    jt["chunks"] = nlohmann::ordered_json::array();
+    for (const auto& c : t.chunks)
+      jt["chunks"].push_back({{"offset", c.offset},
+                              {"numel", c.numel},
+                              {"file", c.file},
+                              {"name", c.name},
+                              {"byte_range", {c.byte_begin, c.byte_end}},
+                              {"xxh3", c.xxh3}});
+    j["tensors"][key] = jt;
+  }
+  return j;
+}
+
+CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const std::string& path) {
+  CheckpointMetadata m;
+  std::string field;
+  try {
+    field = "format";
+    if (j.at("format").get<std::string>() != kCheckpointFormatName)
+      throw Error(path + ": not a shardcheck checkpoint (format '" + j.at("format").get<std::string>() + "')");
+    field = "format_version";
+    m.format_version = j.at("format_version").get<int>();
+    if (m.format_version != kCheckpointFormatVersion)
+      throw Error(path + ": unknown format version " + std::to_string(m.format_version) +
+                  " (this shardcheck reads version " + std::to_string(kCheckpointFormatVersion) + ")");
+    field = "sharding_type";
+    m.sharding_type = ParseShardingType(j.at("sharding_type").get<std::string>());
+    field = "optimizer";
+    m.optimizer = j.at("optimizer").get<std::string>();
+    m.optimizer_config = j.at("optimizer_config");
+    field = "schemas";
+    m.schemas = j.at("schemas").get<std::map<std::string, std::vector<std::string>>>();
+    field = "step";
+    m.step = j.at("step").get<int64_t>();
+    field = "dp_size";
+    m.dp_size = j.at("dp_size").get<int>();
+    field = "model_dtype";
+    m.model_dtype = ParseDtype(j.at("model_dtype").get<std::string>());
+    field = "param_groups";
+    for (const auto& g : j.at("param_groups"))
+      m.groups.push_back({g.at("optimizer").get<std::string>(), g.at("wd_mult").get<double>(),
+                          g.at("lr").get<double>(), g.at("weight_decay").get<double>(),
+                          g.at("params").get<std::vector<std::string>>()});
+    field = "params";
+    for (const auto& p : j.at("params")) {
+      m.params.push_back({p.at("name").get<std::string>(), p.at("shape").get<std::vector<int64_t>>(),
+                          ParseRole(p.at("role").get<std::string>())});
+      m.param_child.push_back(p.at("optimizer").get<std::string>());
+    }
+    field = "layout";
+    for (const auto& jb : j.at("layout").at("buffers")) {
+      BufferRecord b;
+      b.param_dtype = ParseDtype(jb.at("param_dtype").get<std::string>());
+      b.grad_dtype = ParseDtype(jb.at("grad_dtype").get<std::string>());
+      b.bucket_size = jb.at("bucket_size").get<int64_t>();
+      for (const auto& jk : jb.at("buckets")) {
+        BucketRecord bk;
+        bk.numel = jk.at("numel").get<int64_t>();
+        bk.numel_unpadded = jk.at("numel_unpadded").get<int64_t>();
+        for (const auto& jm : jk.at("params"))
+          bk.params.push_back({jm.at("name").get<std::string>(), jm.at("offset").get<int64_t>(),
+                               jm.at("numel").get<int64_t>()});
+        b.buckets.push_back(std::move(bk));
+      }
+      m.buffers.push_back(std::move(b));
+    }
+    m.layer_wise_owner = j.at("layout").at("layer_wise_owner").get<std::map<std::string, int>>();
+    field = "tensors";
+    for (auto it = j.at("tensors").begin(); it != j.at("tensors").end(); ++it) {
+      field = "tensors." + it.key();
+      TensorRecord t;
+      t.key = it.key();
+      t.dtype = ParseSafetensorsDtype(it->at("dtype").get<std::string>());
+      t.shape = it->at("shape").get<std::vector<int64_t>>();
+      for (const auto& jc : it->at("chunks")) {
+        ChunkRecord c;
+        c.offset = jc.at("offset").get<int64_t>();
+        c.numel = jc.at("numel").get<int64_t>();
+        c.file = jc.at("file").get<std::string>();
+        c.name = jc.at("name").get<std::string>();
+        auto br = jc.at("byte_range").get<std::vector<uint64_t>>();
+        if (br.size() != 2) throw Error("byte_range must hold two numbers");
+        c.byte_begin = br[0];
+        c.byte_end = br[1];
+        c.xxh3 = jc.at("xxh3").get<std::string>();
+        if (c.file.find('/') != std::string::npos || c.file.empty() || c.file[0] == '.')
+          throw Error("file '" + c.file + "' is not a plain file name");
+        if (c.offset < 0 || c.numel <= 0 || c.offset + c.numel > t.Numel())
+          throw Error("chunk [" + std::to_string(c.offset) + ", +" + std::to_string(c.numel) +
+                      ") outside the tensor's " + std::to_string(t.Numel()) + " elements");
+        if (c.byte_end - c.byte_begin != static_cast<uint64_t>(c.numel) * c10::elementSize(t.dtype))
+          throw Error("chunk byte_range does not hold its elements");
+        t.chunks.push_back(std::move(c));
+      }
+      std::sort(t.chunks.begin(), t.chunks.end(),
+                [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
+      for (size_t i = 1; i < t.chunks.size(); ++i)
+        if (t.chunks[i].offset < t.chunks[i - 1].offset + t.chunks[i - 1].numel)
+          throw Error("chunks overlap at element " + std::to_string(t.chunks[i].offset));
+      m.tensors[t.key] = std::move(t);
+    }
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    throw Error(path + ": " + field + ": " + what);
+  } catch (const std::exception& e) {
+    throw Error(path + ": malformed field '" + field + "': " + e.what());
+  }
+  return m;
+}
+
+CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
+  if (!fs::is_directory(dir)) throw Error("checkpoint " + dir + " does not exist or is not a folder");
+  const std::string meta_path = (fs::path(dir) / kMetadataFile).string();
+  if (!fs::exists(meta_path))
+    throw Error("checkpoint " + dir + " has no " + kMetadataFile +
+                ": not a committed checkpoint (an interrupted save leaves a .tmp- folder)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ReadFile(meta_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(meta_path + ": not valid JSON: " + e.what());
+  }
+  meta_ = CheckpointMetadata::FromJson(j, meta_path);
+  // Every file: present, a safetensors file, holding the named tensors at the indexed bytes.
+  std::map<std::string, SafetensorsFile> files;
+  for (const auto& [key, t] : meta_.tensors) {
+    for (const ChunkRecord& c : t.chunks) {
+      const std::string path = (fs::path(dir) / c.file).string();
+      auto it = files.find(c.file);
+      if (it == files.end()) {
+        if (!fs::exists(path))
+          throw Error("checkpoint " + dir + ": file " + c.file + " is missing (tensor " + key + ")");
+        it = files.emplace(c.file, ReadSafetensorsHeader(path)).first;
+      }
+      const SafetensorsFile& f = it->second;
+      const SafetensorsEntry* e = nullptr;
+      for (const auto& entry : f.entries)
+        if (entry.name == c.name) e = &entry;
+      if (!e) throw Error(path + " lacks tensor " + c.name + " (indexed for " + key + ")");
+      if (f.DataOffset() + e->begin != c.byte_begin || f.DataOffset() + e->end != c.byte_end ||
+          e->dtype != t.dtype)
+        throw Error(path + ", tensor " + c.name + ": header disagrees with " + kMetadataFile +
+                    " (byte range or dtype)");
+    }
+  }
+}
+
+const TensorRecord& CheckpointReader::Record(const std::string& key) const {
+  auto it = meta_.tensors.find(key);
+  if (it == meta_.tensors.end()) throw Error("checkpoint " + dir_ + " has no tensor " + key);
+  return it->second;
+}
+
+const at::Tensor& CheckpointReader::Chunk(const TensorRecord& t, const ChunkRecord& c) {
+  const std::string id = c.file + ":" + c.name;
+  auto it = chunk_cache_.find(id);
+  if (it != chunk_cache_.end()) return it->second;
+  const std::string path = (fs::path(dir_) / c.file).string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + path + " (tensor " + t.key + ")");
+  at::Tensor data = at::empty({c.numel}, at::TensorOptions().dtype(t.dtype));
+  in.seekg(static_cast<std::streamoff>(c.byte_begin));
+  in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(c.byte_end - c.byte_begin));
+  if (!in) throw Error(path + ", tensor " + c.name + ": truncated (cannot read bytes " +
+                       std::to_string(c.byte_begin) + ".." + std::to_string(c.byte_end) + ")");
+  const std::string sum = Xxh3Hex(data.data_ptr(), c.byte_end - c.byte_begin);
+  if (sum != c.xxh3)
+    throw Error("checksum mismatch in " + c.file + ", tensor " + t.key + " (elements " +
+                std::to_string(c.offset) + ".." + std::to_string(c.offset + c.numel) + "): xxh3 " +
+                sum + ", expected " + c.xxh3);
+  return chunk_cache_.emplace(id, data).first->second;
+}
+
+at::Tensor CheckpointReader::ReadRange(const std::string& key, int64_t begin, int64_t numel) {
+  const TensorRecord& t = Record(key);
+  if (begin < 0 || numel < 0 || begin + numel > t.Numel())
+    throw Error("checkpoint " + dir_ + ": range [" + std::to_string(begin) + ", " +
+                std::to_string(begin + numel) + ") is outside tensor " + key + " (" +
+                std::to_string(t.Numel()) + " elements)");
+  at::Tensor out = at::empty({numel}, at::TensorOptions().dtype(t.dtype));
+  int64_t covered = begin;
+  const int64_t end = begin + numel;
+  for (const ChunkRecord& c : t.chunks) {
+    const int64_t lo = std::max(covered, c.offset), hi = std::min(end, c.offset + c.numel);
+    if (lo >= hi) continue;
+    if (lo != covered) break;  // a hole
+    out.narrow(0, lo - begin, hi - lo).copy_(Chunk(t, c).narrow(0, lo - c.offset, hi - lo));
+    covered = hi;
+  }
+  if (covered != end)
+    throw Error("checkpoint " + dir_ + ": tensor " + key + " has no data for elements " +
+                std::to_string(covered) + ".." + std::to_string(end));
+  return out;
+}
+
+at::Tensor CheckpointReader::ReadFull(const std::string& key) {
+  const TensorRecord& t = Record(key);
+  return ReadRange(key, 0, t.Numel()).view(t.shape);
+}
+
+void CheckpointReader::VerifyAll() {
+  for (const auto& [key, t] : meta_.tensors)
+    for (const ChunkRecord& c : t.chunks) Chunk(t, c);
+  chunk_cache_.clear();
+}
+
+}  // namespace shardcheck

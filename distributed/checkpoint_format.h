@@ -1,0 +1,139 @@
+// The on-disk checkpoint format (docs/checkpoint-format.md): a folder of
+// per-rank safetensors files plus metadata.json, the index and commit
+// marker. This file holds the metadata model, the key names of the four
+// sharding types, and the reader that assembles any element range of any
+// tensor from its chunks, verifying each chunk's xxh3-64 checksum.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reference/params.h"
+#include "reference/state_dict.h"
+
+namespace shardcheck {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr const char* kCheckpointFormatName = "shardcheck-checkpoint";
+inline constexpr const char* kMetadataFile = "metadata.json";
+
+enum class ShardingType { kDpReshardable, kFullyReshardable, kDpZeroGatherScatter, kFullyShardedModelSpace };
+
+std::string ShardingTypeName(ShardingType t);
+// Throws Error listing the four names.
+ShardingType ParseShardingType(const std::string& name);
+const std::vector<ShardingType>& AllShardingTypes();
+
+// "rank_00003.safetensors".
+std::string RankFileName(int rank);
+
+// Key names (Megatron-LM's). `kind` is "param" (fp32 main param) or a state key.
+std::string TorchDtypeName(c10::ScalarType t);  // "torch.bfloat16"
+std::string BufferPrefix(int gbuf, c10::ScalarType param_dtype, c10::ScalarType grad_dtype);
+std::string DpReshardableKey(int gbuf, c10::ScalarType pdt, c10::ScalarType gdt, int bucket,
+                             const std::string& kind);
+std::string DpZeroKey(int gbuf, c10::ScalarType pdt, c10::ScalarType gdt, const std::string& kind);
+// "optimizer.state.<kind>.<param name>".
+std::string ModelSpaceKey(const std::string& kind, const std::string& param);
+
+// One contiguous run of a tensor's row-major flattening stored in one file.
+struct ChunkRecord {
+  int64_t offset = 0;  // first element, in the flattened global tensor
+  int64_t numel = 0;
+  std::string file;    // relative to the checkpoint folder
+  std::string name;    // tensor name inside the file
+  uint64_t byte_begin = 0, byte_end = 0;  // absolute byte range in the file
+  std::string xxh3;    // 16 hex digits of XXH3-64 over those bytes
+};
+
+struct TensorRecord {
+  std::string key;
+  c10::ScalarType dtype = c10::kFloat;
+  std::vector<int64_t> shape;  // global shape
+  std::vector<ChunkRecord> chunks;  // sorted by offset, disjoint
+  int64_t Numel() const;
+};
+
+// A bucket of the layout fingerprint with its params' places.
+struct BucketRecord {
+  int64_t numel = 0;           // padded
+  int64_t numel_unpadded = 0;
+  struct Member {
+    std::string name;
+    int64_t offset = 0;  // in the bucket
+    int64_t numel = 0;
+  };
+  std::vector<Member> params;  // buffer order
+};
+
+struct BufferRecord {
+  c10::ScalarType param_dtype = c10::kFloat, grad_dtype = c10::kFloat;
+  int64_t bucket_size = 0;
+  std::vector<BucketRecord> buckets;
+};
+
+struct CheckpointMetadata {
+  int format_version = kCheckpointFormatVersion;
+  ShardingType sharding_type = ShardingType::kDpReshardable;
+  std::string optimizer;              // setup name
+  nlohmann::ordered_json optimizer_config;  // children with config and schema
+  // Child kind -> its schema keys, e.g. {"muon": ["momentum_buffer"], "lion": ["exp_avg"]}.
+  std::map<std::string, std::vector<std::string>> schemas;
+  int64_t step = 0;
+  std::vector<GroupRecord> groups;    // params listed by name (identifying keys + membership)
+  int dp_size = 1;
+  c10::ScalarType model_dtype = c10::kFloat;
+  std::vector<ParamInfo> params;      // registration order
+  std::vector<std::string> param_child;  // child kind owning each param
+  std::vector<BufferRecord> buffers;  // layout fingerprint of the sharded child
+  std::map<std::string, int> layer_wise_owner;  // Muon param name -> rank at save
+  std::map<std::string, TensorRecord> tensors;
+
+  nlohmann::ordered_json ToJson() const;
+  // Throws Error naming `path` and the offending field.
+  static CheckpointMetadata FromJson(const nlohmann::json& j, const std::string& path);
+  const ParamInfo* FindParam(const std::string& name) const;
+};
+
+// Reads a committed checkpoint folder. Construction parses and validates
+// metadata.json and checks that every file it names exists, parses as
+// safetensors and is large enough. Not thread-safe.
+class CheckpointReader {
+ public:
+  // Throws Error naming the folder or file (no metadata.json: "not a
+  // committed checkpoint"; unknown format version; missing or truncated file).
+  explicit CheckpointReader(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const CheckpointMetadata& metadata() const { return meta_; }
+  bool Has(const std::string& key) const { return meta_.tensors.count(key) > 0; }
+  const TensorRecord& Record(const std::string& key) const;
+
+  // Elements [begin, begin + numel) of the flattened tensor `key`, in its
+  // dtype. Every chunk it touches is checksum-verified (once). Throws Error
+  // naming the key, file and range when the range is not fully covered or a
+  // checksum does not match.
+  at::Tensor ReadRange(const std::string& key, int64_t begin, int64_t numel);
+  // The whole tensor in its global shape.
+  at::Tensor ReadFull(const std::string& key);
+  // Verifies every chunk of every tensor. Throws on the first mismatch.
+  void VerifyAll();
+
+ private:
+  const at::Tensor& Chunk(const TensorRecord& t, const ChunkRecord& c);
+
+  std::string dir_;
+  CheckpointMetadata meta_;
+  std::map<std::string, at::Tensor> chunk_cache_;  // "file:name" -> verified data
+};
+
+// XXH3-64 of `bytes` as 16 lowercase hex digits.
+std::string Xxh3Hex(const void* data, size_t size);
+
+}  // namespace shardcheck
