@@ -428,10 +428,8 @@ void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMeta
     const std::string hint = " (bucket size " + std::to_string(m.buffers.empty() ? 0 : m.buffers[0].bucket_size) +
                              " at save, " + std::to_string(l.bucket_size()) + " now); " + t +
                              " can change only the DP size";
-    if (theirs.size() != l.buckets().size())
-      throw Error("layout mismatch: checkpoint " + dir + " has " + std::to_string(theirs.size()) +
-                  " buckets, this run " + std::to_string(l.buckets().size()) + hint);
     for (const Bucket& b : l.buckets()) {
+      if (static_cast<size_t>(b.index) >= theirs.size()) break;
       const BucketRecord& r = theirs[static_cast<size_t>(b.index)];
       if (r.numel_unpadded != b.numel_unpadded)
         throw Error("layout mismatch: bucket " + std::to_string(b.index) + " has numel_unpadded " +
@@ -445,6 +443,9 @@ void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMeta
                       " places params differently (" + name + ")" + hint);
       }
     }
+    if (theirs.size() != l.buckets().size())
+      throw Error("layout mismatch: checkpoint " + dir + " has " + std::to_string(theirs.size()) +
+                  " buckets, this run " + std::to_string(l.buckets().size()) + hint);
   }
   // Tensor keys.
   const std::set<std::string> expected = ExpectedCheckpointKeys(opt, m.sharding_type);

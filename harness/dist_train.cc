@@ -112,6 +112,50 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
       for (int64_t s = 1; s <= opt.step(); ++s)
         ref->Step(GlobalGrads(run.model, run.seed, static_cast<uint64_t>(s), M));
   }
+  // Record one step's comparison (all-reduced) in `rec`.
+  auto compare = [&](StepRecord& rec) {
+    LocalCompare lc = CompareWithReference(opt, *ref, groups);
+    const int64_t n = static_cast<int64_t>(groups.size());
+    at::Tensor counts = at::from_blob(lc.mismatches.data(), {n}, at::kLong).clone();
+    at::Tensor maxes = at::from_blob(lc.max_abs.data(), {n}, at::kDouble).clone();
+    comm.AllReduce(counts, ReduceOp::kSum);
+    comm.AllReduce(maxes, ReduceOp::kMax);
+    int64_t total = 0;
+    for (int64_t g = 0; g < n; ++g) {
+      rec.groups.push_back({groups[static_cast<size_t>(g)], counts[g].item<int64_t>(), maxes[g].item<double>()});
+      total += counts[g].item<int64_t>();
+    }
+    if (total > 0 && !result.first_mismatch) {
+      // Rank 0 learns which rank saw a mismatch first and its tensor.
+      std::vector<at::Tensor> names = comm.Gather(EncodeName(lc.first_tensor), 0);
+      std::vector<at::Tensor> details = comm.Gather(EncodeName(lc.first_detail), 0);
+      FirstMismatch fm;
+      fm.step = rec.step;
+      if (rank == 0) {
+        for (int r = 0; r < dp; ++r) {
+          const std::string name = DecodeName(names[static_cast<size_t>(r)]);
+          if (name.empty()) continue;
+          fm.rank = r;
+          fm.tensor = name;
+          fm.detail = DecodeName(details[static_cast<size_t>(r)]);
+          break;
+        }
+      }
+      result.first_mismatch = fm;
+      result.ok = false;
+    }
+  };
+  if (ref && result.resumed_from > 0) {
+    // Right after the load, before any step: every tensor against the reference.
+    StepRecord rec;
+    rec.step = result.resumed_from;
+    rec.grad_norm = 0.0;
+    rec.after_load = true;
+    compare(rec);
+    if (log && rank == 0)
+      *log << "after load: " << (result.ok ? "bitwise equal to the reference" : "MISMATCH") << "\n";
+    result.steps.push_back(std::move(rec));
+  }
   const int mb_begin = rank * M / dp, mb_end = (rank + 1) * M / dp;
   for (int s = static_cast<int>(opt.step()) + 1; s <= run.steps; ++s) {
     const uint64_t step = static_cast<uint64_t>(s);
@@ -126,36 +170,7 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
     rec.grad_norm = opt.last_grad_norm();
     if (ref) {
       ref->Step(GlobalGrads(run.model, run.seed, step, M));
-      LocalCompare lc = CompareWithReference(opt, *ref, groups);
-      const int64_t n = static_cast<int64_t>(groups.size());
-      at::Tensor counts = at::from_blob(lc.mismatches.data(), {n}, at::kLong).clone();
-      at::Tensor maxes = at::from_blob(lc.max_abs.data(), {n}, at::kDouble).clone();
-      comm.AllReduce(counts, ReduceOp::kSum);
-      comm.AllReduce(maxes, ReduceOp::kMax);
-      int64_t total = 0;
-      for (int64_t g = 0; g < n; ++g) {
-        rec.groups.push_back({groups[static_cast<size_t>(g)], counts[g].item<int64_t>(), maxes[g].item<double>()});
-        total += counts[g].item<int64_t>();
-      }
-      if (total > 0 && !result.first_mismatch) {
-        // Every rank learns which rank saw a mismatch first and its tensor.
-        std::vector<at::Tensor> names = comm.Gather(EncodeName(lc.first_tensor), 0);
-        std::vector<at::Tensor> details = comm.Gather(EncodeName(lc.first_detail), 0);
-        FirstMismatch fm;
-        fm.step = s;
-        if (rank == 0) {
-          for (int r = 0; r < dp; ++r) {
-            const std::string name = DecodeName(names[static_cast<size_t>(r)]);
-            if (name.empty()) continue;
-            fm.rank = r;
-            fm.tensor = name;
-            fm.detail = DecodeName(details[static_cast<size_t>(r)]);
-            break;
-          }
-        }
-        result.first_mismatch = fm;
-        result.ok = false;
-      }
+      compare(rec);
     }
     if (opts.save_at == s) {
       SaveCheckpoint(opt, opts.save_dir, opts.sharding_type);
@@ -249,6 +264,7 @@ nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const T
     nlohmann::ordered_json js;
     js["step"] = s.step;
     js["grad_norm"] = s.grad_norm;
+    if (s.after_load) js["after_load"] = true;
     for (const auto& g : s.groups)
       js["groups"][g.group] = {{"mismatches", g.mismatches}, {"max_abs_diff", g.max_abs}};
     j["steps"].push_back(js);

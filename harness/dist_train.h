@@ -47,6 +47,7 @@ struct GroupStep {
 
 struct StepRecord {
   int64_t step = 0;
+  bool after_load = false;  // the comparison right after a load (no step taken)
   double grad_norm = 0.0;
   std::vector<GroupStep> groups;  // empty without --compare-reference
 };

@@ -6,9 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include <mutex>
-
 #include "distributed/communicator_gloo.h"
+#include "harness/thread_ranks.h"
 #include "reference/error.h"
 
 namespace shardcheck {
@@ -37,24 +36,9 @@ TrainOptions Options(const std::string& setup, c10::ScalarType dtype, int steps)
 
 // Runs `opts` on `dp` thread-ranks; returns rank 0's result.
 TrainResult RunThreads(const TrainOptions& opts, int dp) {
-  TrainResult root;
-  std::mutex mu;
-  auto errors = RunGlooRanksInProcess(dp, std::chrono::seconds(60), [&](Communicator& comm) {
-    TrainResult r = RunDistributedOracle(opts, comm, nullptr);
-    if (comm.rank() == 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      root = std::move(r);
-    }
-  });
-  for (size_t r = 0; r < errors.size(); ++r) {
-    if (!errors[r]) continue;
-    try {
-      std::rethrow_exception(errors[r]);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "rank " << r << ": " << e.what();
-    }
-  }
-  return root;
+  ThreadRun run = RunTrainOnThreads(opts, dp, std::chrono::seconds(60));
+  for (const auto& e : run.errors) ADD_FAILURE() << e;
+  return run.root;
 }
 
 class DistributedThreads
