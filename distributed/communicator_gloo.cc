@@ -39,7 +39,6 @@ class GlooCommunicator final : public Communicator {
     } else {
       options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     }
-    store_->setTimeout(timeout);
     try {
       pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank, size, options);
     } catch (const c10::Error& e) {
@@ -59,6 +58,7 @@ class GlooCommunicator final : public Communicator {
                    "input has " + std::to_string(input.numel()) + " " +
                        std::string(input.dtype().name()) + " elements, expected size x output = " +
                        std::to_string(n * size()) + " " + std::string(output.dtype().name()));
+    if (n == 0) return;
     // Emulation: Gloo 1.13 has no reduce_scatter, so all-reduce (SUM) the
     // whole input and keep this rank's slice. Exact: Gloo's ring all-reduce
     // leaves the same bytes on every rank, so each slice is one well-defined
@@ -189,6 +189,7 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Stor
 std::vector<std::exception_ptr> RunGlooRanksInProcess(
     int size, std::chrono::milliseconds timeout, const std::function<void(Communicator&)>& body) {
   auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(timeout);  // once, before the ranks share it
   std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
