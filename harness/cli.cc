@@ -20,6 +20,9 @@ int RunCli(int argc, char** argv) {
   AddLaunchCommand(app, action);
   AddCommSelftestCommand(app, action);
   AddTrainCommand(app, action);
+  AddInspectCommand(app, action);
+  AddCkptDiffCommand(app, action);
+  AddExportCommand(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
