@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""make_report.py: Turns a shardcheck results directory into a self-contained HTML report and a Markdown summary.
+
+Reads only the JSON files of docs/results-schema.md (RESULTS_DIR/results.json,
+RESULTS_DIR/<cell>/result.json, optional RESULTS_DIR/bench/*.json). Run it
+with Debian's /usr/bin/python3 (python3-matplotlib, python3-jinja2).
+
+Exit status: 0 when the report was written, whatever the verdict; 2 when an
+input file is unreadable or malformed (one line on stderr naming the file
+and the key); 1 when the output cannot be written.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.dont_write_bytecode = True   # never leave __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench import load_bench  # noqa: E402
+from load import InputError, load_results  # noqa: E402
+import render_html  # noqa: E402
+import render_markdown  # noqa: E402
+
+EPILOG = """\
+The HTML opens from disk: inline CSS and SVG, no script, no network. It shows
+the verdict and environment, a matrix (optimizer x sharding type by DP size /
+resume plan) linking to one section per cell: loss curves, log-scale |diff|
+per tensor group against the tolerance bands, per-group max abs/rel/ULP,
+the checks, the first failing step and tensor, and memory per rank.
+With --baseline, cells are matched by id and changes are flagged. See
+docs/reports.md.
+
+exit status: 0 the report was written (whatever the verdict); 2 an input file
+is unreadable or malformed (one line naming the file and the key); 1 an
+output file cannot be written.
+
+examples:
+  reports/make_report.py out/ci
+  reports/make_report.py out/ci --baseline out/main --markdown out/ci/summary.md
+"""
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="make_report.py", description=__doc__.split("\n")[0].split(": ", 1)[1],
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results_dir", metavar="RESULTS_DIR", help="folder written by `shardcheck run ... --out DIR`")
+    ap.add_argument("--baseline", metavar="OTHER_RESULTS_DIR",
+                    help="another results folder to compare with, cell by cell (matched by id)")
+    ap.add_argument("--out", metavar="FILE", help="HTML file to write (default: RESULTS_DIR/report.html)")
+    ap.add_argument("--markdown", metavar="FILE",
+                    help=f"also write a GitHub-flavoured summary for a PR comment (< {render_markdown.LIMIT} chars)")
+    ap.add_argument("--html-link", metavar="URL",
+                    help="where the Markdown links to the HTML report (default: the --out file name)")
+    ap.add_argument("--passing-plots", type=int, default=60, metavar="N",
+                    help="draw plots for at most N passing cells (default 60; failing cells come first)")
+    ap.add_argument("--failing-plots", type=int, default=200, metavar="N",
+                    help="draw plots for at most N failing or errored cells (default 200)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    out = args.out or os.path.join(args.results_dir, "report.html")
+    try:
+        results = load_results(args.results_dir)
+        baseline = load_results(args.baseline) if args.baseline else None
+        benchmarks = load_bench(args.results_dir)
+    except InputError as e:
+        print(f"make_report.py: error: {e}", file=sys.stderr)
+        return 2
+    options = render_html.Options(passing_plots=max(0, args.passing_plots),
+                                  failing_plots=max(0, args.failing_plots),
+                                  html_name=os.path.basename(out))
+    html = render_html.render(results, baseline, benchmarks, options)
+    outputs = [(out, html)]
+    if args.markdown:
+        outputs.append((args.markdown,
+                        render_markdown.render(results, baseline, args.html_link or os.path.basename(out))))
+    for path, text in outputs:
+        try:
+            _write(path, text)
+        except OSError as e:
+            print(f"make_report.py: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+            return 1
+    if not args.quiet:
+        print(f"make_report.py: {results.aggregate['verdict'].upper()}: {len(results.cells)} cells -> {out} "
+              f"({len(html.encode()) / 1e6:.2f} MB, {time.monotonic() - started:.1f} s)"
+              + (f", {args.markdown}" if args.markdown else ""))
+    return 0
+
+
+def _write(path: str, text: str):
+    """Writes `text` to `path` through a temporary file, so a reader never sees half a report."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

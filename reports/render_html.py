@@ -1,0 +1,183 @@
+"""The self-contained HTML report: view models for templates/report.html.j2.
+
+`render(results, ...)` returns one HTML document with inline CSS and inline
+SVG plots; it loads nothing from the network and runs no script. Cell
+sections come failing/errored first, then passing, each in run order, and
+each section's id is the cell id (the matrix links to it).
+
+To keep pages with hundreds of cells fast, plots are drawn for at most
+`failing_plots` failing/errored cells and `passing_plots` passing ones;
+passing cells are picked one per matrix row first, then in run order, and
+only among cells that have something to draw (a loss, or a nonzero
+difference). Every cell keeps its tables.
+"""
+import dataclasses
+import os
+import urllib.parse
+from typing import Dict, List, Optional
+
+import jinja2
+from markupsafe import Markup
+
+import compare as compare_mod
+import matrix as matrix_mod
+import plots
+import summary
+from bench import Benchmark, ratios
+from load import Cell, Results, counts_of
+
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+
+
+@dataclasses.dataclass
+class Options:
+    passing_plots: int = 60
+    failing_plots: int = 200
+    html_name: str = "report.html"
+
+
+def href(cell_id: str) -> str:
+    """The in-page link to a cell's section."""
+    return "#" + urllib.parse.quote(cell_id, safe="-._~!$&'()*+,;=:@/?")
+
+
+def fmt_num(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if v == 0:
+        return "0"
+    return f"{v:.3g}"
+
+
+def fmt_bytes(v) -> str:
+    if v is None:
+        return "—"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(v) >= size:
+            return f"{v / size:.1f} {unit}"
+    return f"{v} B"
+
+
+def choose_plotted(cells: List[Cell], options: Options) -> Dict[str, str]:
+    """Cell id -> "" for cells whose plots are drawn, or a note saying why not."""
+    out: Dict[str, str] = {}
+    bad = [c for c in cells if c.verdict != "pass" and summary.plottable(c.result)]
+    good = [c for c in cells if c.verdict == "pass" and summary.plottable(c.result)]
+    for c in bad[:options.failing_plots]:
+        out[c.id] = ""
+    picked, rows = [], set()
+    for c in good:                      # one per matrix row first
+        row = (c.get("optimizer"), c.get("sharding_type"))
+        if row not in rows and len(picked) < options.passing_plots:
+            rows.add(row)
+            picked.append(c)
+    for c in good:
+        if len(picked) >= options.passing_plots:
+            break
+        if c not in picked:
+            picked.append(c)
+    for c in picked:
+        out[c.id] = ""
+    note_bad = (f"plots left out: only the first {options.failing_plots} failing cells are drawn "
+                f"(--failing-plots)")
+    note_good = (f"plots left out to keep the page small: {len(picked)} of {len(good)} passing cells "
+                 f"with something to draw are drawn (--passing-plots)")
+    for c in bad + good:
+        out.setdefault(c.id, note_bad if c.verdict != "pass" else note_good)
+    return out
+
+
+def _group_rows(cell: Cell) -> dict:
+    stats = summary.group_stats(cell.result)
+    runs = summary.diff_runs(cell.result)
+    ff = summary.first_failure(cell) or {}
+    tensor_parts = set((ff.get("tensor") or "").split("."))
+    rows = []
+    for group in (cell.result or {}).get("groups", []):
+        per_run = [s for s in stats if s.group == group]
+        rows.append({"group": group, "owner": per_run[0].owner if per_run else "",
+                     "suspect": group in tensor_parts,
+                     "runs": [{"abs": s.max_abs, "rel": s.max_rel, "ulp": s.max_ulp,
+                               "mismatch_steps": s.mismatch_steps} for s in per_run]})
+    run_labels = [plots.run_label(r, cell.result["runs"][r]) for r in runs]
+    return {"runs": run_labels, "rows": rows}
+
+
+def _memory(result: Optional[dict]) -> Optional[dict]:
+    memory = (result or {}).get("memory") or []
+    if not memory:
+        return None
+    columns: List[tuple] = []
+    for rank in memory:
+        for e in rank["entries"]:
+            key = (e.get("child") or "", e["key"])
+            if key not in columns:
+                columns.append(key)
+    rows = []
+    for rank in memory:
+        by_key = {(e.get("child") or "", e["key"]): e for e in rank["entries"]}
+        rows.append({"rank": rank["rank"], "owned": rank.get("owned_elements"),
+                     "total": rank.get("total_bytes"),
+                     "entries": [by_key.get(k) for k in columns]})
+    return {"columns": columns, "rows": rows}
+
+
+def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> dict:
+    r = cell.result
+    ff = summary.first_failure(cell) if cell.verdict != "pass" else None
+    if ff and not any(ff.get(k) is not None for k in ("step", "tensor", "check")) \
+            and ff.get("detail") == (r or {}).get("error"):
+        ff = None                       # an error with no failing check: the error box says it all
+    loss_svg = diff_svg = None
+    zero = summary.zero_series(r)
+    uid = f"c{index}"
+    if r and plot_note == "":
+        loss = plots.loss_svg(r, uid + "l")
+        loss_svg = Markup(loss) if loss else None
+        diff, zero = plots.diff_svg(r, uid + "d", (ff or {}).get("step"))
+        diff_svg = Markup(diff) if diff else None
+    runs = summary.diff_runs(r)
+    all_zero = bool(runs) and len(zero) == len(runs) * len(r["groups"])
+    return {"id": cell.id, "href": href(cell.id), "verdict": cell.verdict, "cell": cell,
+            "config": summary.config_line(cell), "schema": list((r or {}).get("schema", {}).items()),
+            "error": (r or {}).get("error"), "missing_result": r is None,
+            "result_path": cell.result_path, "first_failure": ff,
+            "loss_svg": loss_svg, "diff_svg": diff_svg, "zero": zero, "all_zero": all_zero,
+            "plot_note": plot_note or None, "has_loss": any(run.get("loss") for run in (r or {}).get("runs", {}).values()),
+            "groups": _group_rows(cell) if r else None, "checks": (r or {}).get("checks", []),
+            "memory": _memory(r), "comparison": comparison}
+
+
+def render(results: Results, baseline: Optional[Results] = None, benchmarks: List[Benchmark] = (),
+           options: Options = Options()) -> str:
+    """The report as one HTML string."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(num=fmt_num, bytes=fmt_bytes)
+    env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst)
+
+    comparisons = compare_mod.compare(results, baseline) if baseline else []
+    by_id = {c.id: c for c in comparisons}
+    plotted = choose_plotted(results.cells, options)
+    ordered = [c for c in results.cells if c.verdict != "pass"] + \
+              [c for c in results.cells if c.verdict == "pass"]
+    sections = [_section(c, i, plotted.get(c.id), by_id.get(c.id)) for i, c in enumerate(ordered)]
+    failing = [{"id": c.id, "href": href(c.id), "verdict": c.verdict, "ff": summary.first_failure(c)}
+               for c in ordered if c.verdict != "pass"]
+    agg = results.aggregate
+    bench_ratios = ratios(list(benchmarks))
+    counter_names = []
+    for b in benchmarks:
+        counter_names += [k for k in b.counters if k not in counter_names]
+    return env.get_template("report.html.j2").render(
+        agg=agg, env=agg["environment"], counts=agg.get("counts") or counts_of(results),
+        results=results, warnings=results.warnings, matrix=matrix_mod.build(results.cells),
+        sections=sections, failing=failing, by_id=by_id,
+        baseline=baseline, comparisons=comparisons,
+        flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],
+        benchmarks=list(benchmarks), ratios=bench_ratios, counter_names=counter_names,
+        plotted_count=sum(1 for v in plotted.values() if v == ""), options=options)

@@ -1,0 +1,131 @@
+"""The GitHub-flavoured Markdown summary for a PR comment (--markdown).
+
+Verdict and environment, the matrix as a table, the failing cells with
+their first divergence, the baseline differences when there is a baseline,
+and a link to the HTML report. The whole text stays under LIMIT characters
+(GitHub refuses comments over 65536): sections that do not fit are cut at a
+row boundary with a note saying how many rows were left out.
+"""
+from typing import List, Optional
+
+import compare as compare_mod
+import matrix as matrix_mod
+import summary
+from load import Results, counts_of
+
+LIMIT = 60000
+RESERVE = 600          # kept free for the truncation notes and the link
+DETAIL_CHARS = 240
+
+
+def cell_text(text, limit: int = DETAIL_CHARS) -> str:
+    """`text` made safe for one Markdown table cell."""
+    if text is None:
+        return "—"
+    s = " ".join(str(text).split()).replace("|", "\\|")
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+def _slot_text(members, chips) -> str:
+    if not members:
+        return ""
+    if all(c.verdict == "pass" for c in members):
+        return "✅" if len(members) == 1 else f"✅×{len(members)}"
+    bad = [f"{matrix_mod.SYMBOL[c.verdict]} {chips[c.id]}".strip() for c in members if c.verdict != "pass"]
+    good = sum(1 for c in members if c.verdict == "pass")
+    return " ".join(bad) + (f" ✅×{good}" if good else "")
+
+
+def _matrix_lines(results: Results) -> List[str]:
+    m = matrix_mod.build(results.cells)
+    head = "| optimizer · sharding type | " + " | ".join(m.column_label(c) for c in m.columns) + " |"
+    rule = "|---|" + "---|" * len(m.columns)
+    rows = [f"| {m.row_label(r)} | " + " | ".join(cell_text(_slot_text(m.slot(r, c), m.chips), 400)
+                                                  for c in m.columns) + " |" for r in m.rows]
+    return [head, rule] + rows
+
+
+def _failing_lines(results: Results) -> List[str]:
+    rows = []
+    for c in results.cells:
+        if c.verdict == "pass":
+            continue
+        ff = summary.first_failure(c) or {}
+        step = ff.get("step")
+        rows.append(f"| `{cell_text(c.id, 200)}` | {matrix_mod.SYMBOL[c.verdict]} {c.verdict} | "
+                    f"{'—' if step is None else step} | "
+                    f"{('`' + cell_text(ff['tensor'], 160) + '`') if ff.get('tensor') else '—'} | "
+                    f"{cell_text(ff.get('check'), 120)} | {cell_text(ff.get('detail'))} |")
+    return rows
+
+
+def _fit(lines: List[str], budget: int) -> (List[str], int):
+    """The longest prefix of `lines` that fits in `budget` characters, and how many were left out."""
+    out, used = [], 0
+    for i, line in enumerate(lines):
+        if used + len(line) + 1 > budget:
+            return out, len(lines) - i
+        out.append(line)
+        used += len(line) + 1
+    return out, 0
+
+
+def render(results: Results, baseline: Optional[Results] = None, html_link: str = "report.html",
+           limit: int = LIMIT) -> str:
+    """The summary as Markdown text, shorter than `limit` characters."""
+    agg, env = results.aggregate, results.aggregate["environment"]
+    counts = agg.get("counts") or counts_of(results)
+    verdict = agg["verdict"]
+    symbol = "✅" if verdict == "pass" else "❌"
+    scenarios = ", ".join(f"`{cell_text(s.get('file') or s.get('name'), 120)}`" for s in agg["scenarios"][:10])
+    if len(agg["scenarios"]) > 10:
+        scenarios += f" and {len(agg['scenarios']) - 10} more"
+    head = [f"## shardcheck: {symbol} {verdict.upper()}", "",
+            f"commit `{cell_text(env.get('commit', '?'), 60)}` · started {cell_text(agg.get('started'), 40)} · "
+            f"backend {cell_text(env.get('backend'), 30)} · libtorch {cell_text(env.get('libtorch'), 30)} · "
+            f"host {cell_text(env.get('host'), 60)}", "",
+            f"**{counts['cells']} cells: {counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['errored']} errored**" + (f" · scenarios: {scenarios}" if scenarios else ""), ""]
+    for w in results.warnings[:5]:
+        head += [f"> ⚠️ {cell_text(w, 400)}", ""]
+    tail = ["", f"Full report with plots and per-tensor tables: [{cell_text(html_link, 300)}]({html_link})", ""]
+
+    budget = limit - RESERVE - len("\n".join(head)) - len("\n".join(tail))
+    body: List[str] = []
+
+    matrix = _matrix_lines(results)
+    kept, left = _fit(matrix[2:], budget // 2 - len(matrix[0]) - len(matrix[1]))
+    body += ["### Matrix", "", matrix[0], matrix[1]] + kept
+    if left:
+        body += ["", f"_… {left} more matrix rows left out to stay under {limit} characters; see the HTML report._"]
+    body.append("")
+
+    failing = _failing_lines(results)
+    if failing:
+        header = ["### Failing cells", "", "| cell | verdict | first failing step | tensor | check | detail |",
+                  "|---|---|---|---|---|---|"]
+        room = budget - len("\n".join(body)) - len("\n".join(header))
+        if baseline is not None:
+            room -= min(room // 3, 8000)
+        kept, left = _fit(failing, room)
+        body += header + kept
+        if left:
+            body += ["", f"_… and {left} more failing cells not listed here; see the HTML report._"]
+        body.append("")
+
+    if baseline is not None:
+        flagged = [c for c in compare_mod.compare(results, baseline) if c.flags]
+        body += ["### Against the baseline", "",
+                 f"Baseline commit `{cell_text(baseline.aggregate['environment'].get('commit', '?'), 60)}`: "
+                 f"{len(flagged)} cells flagged.", ""]
+        lines = [f"- `{cell_text(c.id, 200)}` ({c.status}): {cell_text('; '.join(c.flags), 300)}" for c in flagged]
+        kept, left = _fit(lines, budget - len("\n".join(body)))
+        body += kept
+        if left:
+            body += [f"- _… and {left} more flagged cells; see the HTML report._"]
+        body.append("")
+
+    text = "\n".join(head + body + tail)
+    if len(text) >= limit:      # cannot happen with the budgets above; never exceed the limit anyway
+        text = text[:limit - 200].rsplit("\n", 1)[0] + "\n\n_… truncated to stay under the limit._\n"
+    return text

@@ -1,0 +1,197 @@
+"""Per-cell figures derived from a loaded cell, shared by the HTML and Markdown.
+
+Everything is driven by the cell's own "groups", "schema" and "runs": the
+group list says which tensors were compared, the schema says which child
+optimizer owns each state key, and any run that carries a "diff" is a
+compared run. No state key is named here.
+"""
+import dataclasses
+import math
+from typing import Dict, List, Optional
+
+from load import Cell
+
+MODEL_GROUPS = ("params", "main_params")
+
+
+@dataclasses.dataclass
+class SeriesMax:
+    """The largest finite value of one per-step series, and its step."""
+    value: Optional[float]
+    step: Optional[int]
+    all_zero: bool          # every non-null entry is exactly 0
+    nonzero_steps: int
+
+
+def series_max(steps: List[int], values: Optional[List]) -> SeriesMax:
+    if not values:
+        return SeriesMax(None, None, False, 0)
+    best, best_step, nonzero, seen = None, None, 0, 0
+    for s, v in zip(steps, values):
+        if v is None or not math.isfinite(v):
+            continue
+        seen += 1
+        if v != 0:
+            nonzero += 1
+        if best is None or v > best:
+            best, best_step = v, s
+    return SeriesMax(best, best_step, seen > 0 and nonzero == 0, nonzero)
+
+
+@dataclasses.dataclass
+class GroupStats:
+    """Max differences of one tensor group in one compared run."""
+    run: str
+    group: str
+    owner: str              # "model" or the child kinds whose schema holds the key
+    max_abs: SeriesMax
+    max_rel: SeriesMax
+    max_ulp: SeriesMax
+    mismatch_steps: int     # steps with a nonzero mismatch count
+
+
+def diff_runs(result: Optional[dict]) -> List[str]:
+    """Names of the runs that carry a diff, in file order."""
+    if not result:
+        return []
+    return [name for name, run in result["runs"].items() if run.get("diff")]
+
+
+def owners(schema: Dict[str, List[str]]) -> Dict[str, str]:
+    """State key -> "kind1, kind2" of the child optimizers whose schema has it."""
+    out: Dict[str, List[str]] = {}
+    for kind, keys in schema.items():
+        for key in keys:
+            out.setdefault(key, []).append(kind)
+    return {k: ", ".join(v) for k, v in out.items()}
+
+
+def state_groups(result: dict) -> List[str]:
+    """The groups that are optimizer state (listed by some child's schema)."""
+    keys = owners(result["schema"])
+    return [g for g in result["groups"] if g in keys]
+
+
+def group_stats(result: Optional[dict]) -> List[GroupStats]:
+    """One GroupStats per (compared run, group), groups in the cell's order."""
+    if not result:
+        return []
+    own = owners(result["schema"])
+    out = []
+    for name in diff_runs(result):
+        run = result["runs"][name]
+        steps = run["steps"]
+        for group in result["groups"]:
+            series = run["diff"][group]
+            mism = series.get("mismatches") or []
+            out.append(GroupStats(
+                run=name, group=group,
+                owner="model" if group in MODEL_GROUPS else own.get(group, "?"),
+                max_abs=series_max(steps, series.get("max_abs")),
+                max_rel=series_max(steps, series.get("max_rel")),
+                max_ulp=series_max(steps, series.get("max_ulp")),
+                mismatch_steps=sum(1 for m in mism if m)))
+    return out
+
+
+def zero_series(result: Optional[dict]) -> List[str]:
+    """"run/group" of every diff series whose max_abs is exactly 0 at every step."""
+    return [f"{g.run}/{g.group}" for g in group_stats(result) if g.max_abs.all_zero]
+
+
+def plottable(result: Optional[dict]) -> bool:
+    """Whether the cell has anything to draw: a loss, or a nonzero difference."""
+    if not result:
+        return False
+    if any(run.get("loss") and any(v is not None for v in run["loss"]) for run in result["runs"].values()):
+        return True
+    return any(g.max_abs.nonzero_steps or g.max_rel.nonzero_steps for g in group_stats(result))
+
+
+def overall_max_abs(result: Optional[dict]) -> Dict[str, Optional[float]]:
+    """"run/group" -> the largest max_abs over all steps (for baseline comparison)."""
+    return {f"{g.run}/{g.group}": g.max_abs.value for g in group_stats(result)}
+
+
+def first_failure(cell: Cell) -> Optional[dict]:
+    """Where the cell first broke: {check, step, tensor, detail}, or None.
+
+    Taken from result.json's first_failure, else results.json's, else the
+    first failing check, else (error cells) the error message."""
+    r = cell.result
+    if r and r.get("first_failure"):
+        return r["first_failure"]
+    if cell.entry.get("first_failure"):
+        return cell.entry["first_failure"]
+    if r:
+        for check in r["checks"]:
+            if check["verdict"] == "fail":
+                return {"check": check["name"], "step": check.get("first_failing_step"),
+                        "tensor": check.get("first_failing_tensor"), "detail": check.get("detail")}
+        if r.get("error"):
+            return {"check": None, "step": None, "tensor": None, "detail": r["error"]}
+    return None
+
+
+def failing_checks(result: Optional[dict]) -> List[dict]:
+    return [c for c in (result or {}).get("checks", []) if c["verdict"] == "fail"]
+
+
+@dataclasses.dataclass
+class ToleranceLine:
+    """One atol/rtol pair of the cell's tolerance checks, drawn on the |diff| plot."""
+    atol: Optional[float]
+    rtol: Optional[float]
+    targets: List[str]      # "run/on" of every check with these bounds
+    groups: List[str]       # the tensor groups those checks cover
+
+
+def tolerance_lines(result: Optional[dict]) -> List[ToleranceLine]:
+    """The atol/rtol bounds of the cell's tolerance checks (loss checks left
+    out), one line per distinct pair, naming the checks that use it."""
+    if not result:
+        return []
+    lines: Dict[tuple, ToleranceLine] = {}
+    for check in result["checks"]:
+        on = check.get("on") or "state"
+        if check["kind"] != "tolerance" or on == "loss":
+            continue
+        groups = state_groups(result) if on == "state" else [g for g in result["groups"] if g == on]
+        line = lines.setdefault((check.get("atol"), check.get("rtol")),
+                                ToleranceLine(check.get("atol"), check.get("rtol"), [], []))
+        target = f"{check.get('run') or '?'}/{on}"
+        if target not in line.targets:
+            line.targets.append(target)
+        line.groups += [g for g in groups if g not in line.groups]
+    return list(lines.values())
+
+
+def resume_label(cell: Cell) -> str:
+    """The matrix column of a cell: "dp2", or "dp2→dp3" with a resume plan."""
+    dp, rdp = cell.get("dp"), cell.get("resume_dp")
+    return f"dp{dp}" if rdp is None else f"dp{dp}→dp{rdp}"
+
+
+def config_line(cell: Cell) -> List[tuple]:
+    """(label, value) pairs describing the cell's configuration."""
+    r = cell.result or {}
+    cfg = r.get("config", {})
+    sc = r.get("scenario", {})
+    pairs = [("optimizer", cell.get("optimizer")), ("sharding type", cell.get("sharding_type")),
+             ("dp", cell.get("dp"))]
+    if cell.get("resume_dp") is not None:
+        pairs += [("save at step", cell.get("save_at")), ("resume dp", cell.get("resume_dp"))]
+    pairs += [("dtype", cell.get("dtype", cfg.get("dtype"))), ("model", cell.get("model", cfg.get("model"))),
+              ("steps", cell.get("steps", cfg.get("steps"))), ("seed", cfg.get("seed")),
+              ("micro batches", cfg.get("micro_batches")), ("bucket size", cfg.get("bucket_size")),
+              ("backend", cfg.get("backend"))]
+    opt = cfg.get("optimizer") or {}
+    if opt.get("max_grad_norm"):
+        pairs.append(("max grad norm", opt["max_grad_norm"]))
+    if sc.get("file"):
+        pairs.append(("scenario", f"{sc.get('name', '')} {sc['file']}:{sc.get('line', '?')}".strip()))
+    elif cell.get("scenario"):
+        pairs.append(("scenario", cell.get("scenario")))
+    if cell.get("wall_s") is not None:
+        pairs.append(("wall", f"{cell.get('wall_s'):.1f} s"))
+    return [(k, v) for k, v in pairs if v is not None]

@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""Synthetic results directories that follow docs/results-schema.md.
+
+The tests build their inputs with this module instead of running the C++
+harness. `make_cell(...)` returns one cell (its results.json entry and its
+result.json); `write_results(dir, cells)` writes a results directory; the
+named sets below are what the tests use. State keys appear here only as
+test data: each optimizer's schema is declared once in SCHEMAS.
+
+Command line (for measurements and screenshots):
+    synth.py {realistic,passing,one-failing,lion,large} OUT_DIR [--cells N] [--baseline-of DIR]
+"""
+import argparse
+import json
+import math
+import os
+import random
+from typing import Dict, List, Optional
+
+SCHEMAS = {
+    "adam": {"adam": ["exp_avg", "exp_avg_sq"]},
+    "adamw": {"adamw": ["exp_avg", "exp_avg_sq"]},
+    "lion": {"lion": ["exp_avg"]},
+    "muon_adam": {"muon": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"]},
+    "muon_lion": {"muon": ["momentum_buffer"], "lion": ["exp_avg"]},
+}
+SHARDING_TYPES = ["dp_reshardable", "fully_reshardable", "dp_zero_gather_scatter",
+                  "fully_sharded_model_space"]
+ENV = {"commit": "d93ad75", "libtorch": "1.13.1", "backend": "gloo", "host": "ci-runner-3",
+       "shardcheck": "0.1"}
+
+
+def cell_id(optimizer, sharding, dp, resume_dp, dtype, model):
+    plan = f"dp{dp}" if resume_dp is None else f"dp{dp}-to-dp{resume_dp}"
+    return f"{optimizer}.{sharding}.{plan}.{dtype}.{model.replace(':', '-')}"
+
+
+def groups_of(optimizer: str, dtype: str) -> List[str]:
+    groups = ["params"] + (["main_params"] if dtype == "bf16" else [])
+    for keys in SCHEMAS[optimizer].values():
+        groups += [k for k in keys if k not in groups]
+    return groups
+
+
+def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None, save_at=None,
+              dtype="bf16", model="oracle:gpt-tiny", steps=12, fail: Optional[dict] = None,
+              error: Optional[str] = None, scenario="ci-oracle", seed=1, tolerance=False,
+              ranks_memory=True, noise=0.0) -> Dict:
+    """One cell as {"entry": results.json entry, "result": result.json or None}.
+
+    fail = {"group": G, "step": S, "run": "resumed"|"uninterrupted", "size": X}
+    makes the group's diff jump to X from step S on, and the matching check
+    fail there. tolerance=True (or a non-oracle model) gives small nonzero
+    diffs checked against atol/rtol instead of bitwise zeros."""
+    rng = random.Random(f"{optimizer}{sharding}{dp}{resume_dp}{dtype}{model}{seed}")
+    if resume_dp is not None and save_at is None:
+        save_at = max(1, steps // 3)
+    cid = cell_id(optimizer, sharding, dp, resume_dp, dtype, model)
+    has_loss = not model.startswith("oracle:")
+    tolerance = tolerance or has_loss
+    groups = groups_of(optimizer, dtype)
+    schema = SCHEMAS[optimizer]
+    verdict = "error" if error else ("fail" if fail else "pass")
+
+    def series(run_name, start):
+        steps_list = list(range(start, steps + 1))
+        n = len(steps_list)
+        diff = {}
+        for gi, g in enumerate(groups):
+            if tolerance:
+                base = [1e-8 * (1 + gi) * (1 + 0.05 * i) * (1 + 0.3 * rng.random()) for i in range(n)]
+            else:
+                base = [0.0] * n
+            if fail and fail.get("run", "resumed") == run_name and fail["group"] == g:
+                base = [fail.get("size", 3e-2) * (1 + 0.1 * i) if s >= fail["step"] else v
+                        for i, (s, v) in enumerate(zip(steps_list, base))]
+            ulp = [0 if v == 0 else int(v / 1e-9) + 1 for v in base]
+            diff[g] = {"max_abs": base, "max_rel": [v * 40 for v in base], "max_ulp": ulp,
+                       "mismatches": [0 if v == 0 else 1 + int(rng.random() * 50) for v in base]}
+        return steps_list, diff
+
+    def losses(steps_list, shift=0.0):
+        if not has_loss:
+            return None
+        return [round(4.2 * math.exp(-s / (steps * 0.6)) + 0.8 + 0.02 * math.sin(s) + shift, 6)
+                for s in steps_list]
+
+    runs = {}
+    ref_steps = list(range(1, steps + 1))
+    runs["reference"] = {"dp": 1, "steps": ref_steps, "loss": losses(ref_steps),
+                         "grad_norm": [1.0 / s for s in ref_steps]}
+    s, d = series("uninterrupted", 1)
+    runs["uninterrupted"] = {"dp": dp, "steps": s, "loss": losses(s), "grad_norm": [1.0 / x for x in s],
+                             "diff": d}
+    if resume_dp is not None:
+        s, d = series("resumed", save_at)
+        loss = losses(s, shift=0.0)
+        if loss is not None:
+            loss[0] = None  # the after-load comparison has no loss
+            if fail:
+                loss = [None if v is None else v + (0.05 if x >= fail["step"] else 0.0)
+                        for x, v in zip(s, loss)]
+        runs["resumed"] = {"dp": resume_dp, "save_at": save_at, "steps": s,
+                           "after_load": [x == save_at for x in s], "loss": loss,
+                           "grad_norm": [1.0 / x for x in s], "diff": d}
+
+    checks = []
+    for run_name in [r for r in ("uninterrupted", "resumed") if r in runs]:
+        for on in ("params", "state"):
+            failing = bool(fail) and fail.get("run", "resumed") == run_name and \
+                ((on == "state") == (fail["group"] not in ("params", "main_params")))
+            kind = "tolerance" if tolerance else "bitwise"
+            check = {"name": f"{run_name}-vs-reference-{kind}-{on}", "kind": kind, "on": on,
+                     "run": run_name, "against": "reference",
+                     "atol": 1e-5 if tolerance else 0.0, "rtol": 1.3e-3 if tolerance else 0.0,
+                     "max_ulp": None if tolerance else 0, "verdict": "fail" if failing else "pass",
+                     "first_failing_step": fail["step"] if failing else None,
+                     "first_failing_tensor": f"state.{fail['group']}.layers.1.fc1.weight"
+                     if failing and on == "state" else ("layers.1.fc1.weight" if failing else None),
+                     "max_abs": fail.get("size", 3e-2) if failing else (1e-7 if tolerance else 0.0),
+                     "max_rel": 1.0 if failing else (4e-6 if tolerance else 0.0),
+                     "max_ulp_seen": 123456 if failing else (100 if tolerance else 0),
+                     "detail": (f"{fail['group']} differs by {fail.get('size', 3e-2):g} at step "
+                                f"{fail['step']} (layers.1.fc1.weight[17])") if failing
+                     else f"{'within tolerance' if tolerance else 'bitwise equal'} at {len(runs[run_name]['steps'])} steps"}
+            checks.append(check)
+    if has_loss and "resumed" in runs:
+        checks.append({"name": "resumed-vs-uninterrupted-loss-continuity", "kind": "loss_continuity",
+                       "on": "loss", "run": "resumed", "against": "uninterrupted", "atol": 0.0,
+                       "rtol": 1e-6, "max_ulp": None, "verdict": "fail" if fail else "pass",
+                       "first_failing_step": fail["step"] if fail else None, "first_failing_tensor": None,
+                       "max_abs": 0.05 if fail else 0.0, "max_rel": 0.01 if fail else 0.0,
+                       "max_ulp_seen": None, "detail": "loss continuous across the resume"
+                       if not fail else f"loss jumps by 0.05 at step {fail['step']}"})
+    first_failure = None
+    if fail:
+        bad = next(c for c in checks if c["verdict"] == "fail")
+        first_failure = {"check": bad["name"], "step": bad["first_failing_step"],
+                         "tensor": bad["first_failing_tensor"], "detail": bad["detail"]}
+
+    memory = []
+    if ranks_memory:
+        for r in range(dp):
+            entries = [{"child": "model", "key": "main_param", "elements": 6784, "bytes": 27136}]
+            for child, keys in schema.items():
+                for k in keys:
+                    entries.append({"child": child, "key": k, "elements": 6784 // (1 + r % 2),
+                                    "bytes": 4 * 6784 // (1 + r % 2)})
+            memory.append({"rank": r, "owned_elements": 6784 * len(entries),
+                           "total_bytes": sum(e["bytes"] for e in entries), "entries": entries})
+
+    children = [{"kind": k, "role": "all" if len(schema) == 1 else ("matrix" if k == "muon" else "scalar"),
+                 "lr": 1e-4, "schema": [{"key": key, "dtype": "fp32"} for key in keys]}
+                for k, keys in schema.items()]
+    result = {
+        "format": "shardcheck-cell-result/1", "id": cid,
+        "scenario": {"name": scenario, "file": f"scenarios/ci/{scenario}.yaml", "line": 12},
+        "config": {"model": model, "dtype": dtype, "steps": steps, "seed": seed, "micro_batches": 24,
+                   "bucket_size": 1000, "backend": "gloo", "sharding_type": sharding, "dp": dp,
+                   "resume": None if resume_dp is None else {"save_at": save_at, "dp": resume_dp},
+                   "optimizer": {"name": optimizer, "max_grad_norm": 0.0, "children": children}},
+        "environment": dict(ENV), "schema": schema, "groups": groups, "runs": runs, "checks": checks,
+        "verdict": verdict, "error": error, "first_failure": first_failure, "memory": memory,
+        "wall_s": round(0.5 + rng.random() * 2, 2)}
+    if error:
+        result.update(runs={}, checks=[], memory=[], first_failure=None)
+    entry = {"id": cid, "dir": cid, "scenario": scenario, "optimizer": optimizer, "sharding_type": sharding,
+             "dp": dp, "resume_dp": resume_dp, "save_at": save_at, "dtype": dtype, "model": model,
+             "steps": steps, "verdict": verdict, "first_failure": first_failure, "wall_s": result["wall_s"]}
+    return {"entry": entry, "result": result}
+
+
+def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional[Dict] = None,
+                  started="2026-12-02T18:01:02Z") -> str:
+    """Writes OUT/results.json and OUT/<cell>/result.json; returns OUT."""
+    os.makedirs(out, exist_ok=True)
+    for c in cells:
+        if c["result"] is not None:
+            c["result"]["environment"]["commit"] = commit
+            os.makedirs(os.path.join(out, c["entry"]["dir"]), exist_ok=True)
+            with open(os.path.join(out, c["entry"]["dir"], "result.json"), "w") as f:
+                json.dump(c["result"], f)
+    entries = [c["entry"] for c in cells]
+    counts = {"cells": len(entries), "passed": sum(e["verdict"] == "pass" for e in entries),
+              "failed": sum(e["verdict"] == "fail" for e in entries),
+              "errored": sum(e["verdict"] == "error" for e in entries)}
+    scen = sorted({e["scenario"] for e in entries})
+    agg = {"format": "shardcheck-results/1", "verdict": "pass" if counts["passed"] == len(entries) else "fail",
+           "started": started, "wall_s": round(sum(e["wall_s"] for e in entries), 1),
+           "environment": dict(ENV, commit=commit),
+           "scenarios": [{"name": s, "file": f"scenarios/ci/{s}.yaml", "description": "synthetic"}
+                         for s in scen],
+           "counts": counts, "cells": entries}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(agg, f, indent=1)
+    if bench:
+        os.makedirs(os.path.join(out, "bench"), exist_ok=True)
+        for name, doc in bench.items():
+            with open(os.path.join(out, "bench", name), "w") as f:
+                json.dump(doc, f, indent=1)
+    return out
+
+
+def bench_doc() -> Dict:
+    """A Google Benchmark JSON document with a baseline pair and a counter."""
+    def b(name, real, unit="us", **counters):
+        return dict({"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
+                     "repetition_index": 0, "threads": 1, "iterations": 1000, "real_time": real,
+                     "cpu_time": real * 0.98, "time_unit": unit}, **counters)
+    return {"context": {"date": "2026-12-02T18:00:00+00:00", "host_name": "ci-runner-3",
+                        "num_cpus": 2, "library_build_type": "release"},
+            "benchmarks": [b("shard_update_adam/baseline", 420.0, bytes_per_second=1.9e9),
+                           b("shard_update_adam/fused", 105.0, bytes_per_second=7.6e9),
+                           b("shard_update_lion/baseline", 0.30, unit="ms"),
+                           b("shard_update_lion/fused", 90.0),
+                           b("newton_schulz/5iter", 2.5, unit="ms")]}
+
+
+# ---- the named sets -------------------------------------------------------
+
+def all_passing() -> List[Dict]:
+    return [make_cell("adam", "dp_reshardable", 2),
+            make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=4),
+            make_cell("lion", "fully_reshardable", 2, resume_dp=4, save_at=4),
+            make_cell("muon_adam", "dp_reshardable", 4)]
+
+
+def one_failing() -> List[Dict]:
+    cells = all_passing()
+    cells.append(make_cell("lion", "dp_zero_gather_scatter", 2, resume_dp=3, save_at=4,
+                           fail={"group": "exp_avg", "step": 6, "run": "resumed", "size": 2.5e-2}))
+    return cells
+
+
+def lion_only() -> List[Dict]:
+    return [make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4)]
+
+
+def realistic() -> List[Dict]:
+    """A few cells as a CI run would give: gpt-tiny with losses, oracle cells,
+    Muon, one failing Lion resume and one cell that could not run."""
+    return [make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30),
+            make_cell("adamw", "fully_reshardable", 2, model="gpt-tiny", steps=30),
+            make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4),
+            make_cell("lion", "dp_zero_gather_scatter", 2, resume_dp=4, save_at=8, model="gpt-tiny",
+                      steps=30, fail={"group": "exp_avg", "step": 12, "run": "resumed", "size": 2.5e-2}),
+            make_cell("muon_adam", "fully_sharded_model_space", 4, resume_dp=2, save_at=4),
+            make_cell("muon_lion", "dp_reshardable", 3, model="moe-tiny", steps=30),
+            make_cell("muon_lion", "fully_reshardable", 2, resume_dp=3, save_at=4,
+                      error="rank 2 exited with signal 9 (Killed) during load")]
+
+
+def large(n: int = 400, failing: int = 4, steps: int = 12) -> List[Dict]:
+    """n cells over optimizer × sharding × dp plans × dtypes × models; `failing` of them fail."""
+    plans = [(1, None), (2, None), (4, None), (2, 3), (3, 2), (4, 2), (2, 4), (1, 4)]
+    cells, k = [], 0
+    combos = [(o, s, p, dt, m) for dt in ("bf16", "fp32") for m in ("oracle:gpt-tiny", "gpt-tiny", "oracle:moe")
+              for o in SCHEMAS for s in SHARDING_TYPES for p in plans]
+    every = max(1, n // max(1, failing))
+    for i, (o, s, (dp, rdp), dt, m) in enumerate(combos[:n]):
+        fail = None
+        if failing and i % every == every // 2 and k < failing:
+            group = groups_of(o, dt)[-1]
+            fail = {"group": group, "step": 5, "run": "resumed" if rdp else "uninterrupted", "size": 1e-2}
+            k += 1
+        cells.append(make_cell(o, s, dp, resume_dp=rdp, save_at=4 if rdp else None, dtype=dt, model=m,
+                               steps=steps, fail=fail))
+    return cells
+
+
+SETS = {"realistic": realistic, "passing": all_passing, "one-failing": one_failing, "lion": lion_only}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("set", choices=sorted(SETS) + ["large"])
+    ap.add_argument("out")
+    ap.add_argument("--cells", type=int, default=400, help="cells of the large set (default 400)")
+    ap.add_argument("--bench", action="store_true", help="also write bench/micro.json")
+    a = ap.parse_args()
+    cells = large(a.cells) if a.set == "large" else SETS[a.set]()
+    write_results(a.out, cells, bench={"micro.json": bench_doc()} if a.bench else None)
+    print(f"wrote {len(cells)} cells to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

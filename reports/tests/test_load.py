@@ -1,0 +1,139 @@
+"""Malformed input: exit code 2 and one line naming the file and the key."""
+import json
+import os
+
+import pytest
+
+import synth
+from conftest import run_report
+
+
+def write(tmp_path, cells=None):
+    return synth.write_results(str(tmp_path / "r"), cells or synth.lion_only())
+
+
+def edit(path, fn):
+    with open(path) as f:
+        doc = json.load(f)
+    fn(doc)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def expect_error(out, *needles):
+    proc = run_report(out, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert not os.path.exists(os.path.join(out, "report.html"))
+    return lines[0]
+
+
+def cell_json(out):
+    cid = synth.lion_only()[0]["entry"]["id"]
+    return os.path.join(out, cid, "result.json")
+
+
+def test_missing_results_json(tmp_path):
+    expect_error(str(tmp_path), os.path.join(str(tmp_path), "results.json"), "cannot read")
+
+
+def test_invalid_json(tmp_path):
+    out = write(tmp_path)
+    with open(os.path.join(out, "results.json"), "a") as f:
+        f.write("}")
+    expect_error(out, "results.json", "invalid JSON at line")
+
+
+def test_nan_is_not_a_json_number(tmp_path):
+    out = write(tmp_path)
+    path = cell_json(out)
+    text = open(path).read().replace('"wall_s": ', '"wall_s": NaN, "x": ', 1)
+    open(path, "w").write(text)
+    expect_error(out, "result.json", "NaN is not a JSON number")
+
+
+def test_missing_cells_key(tmp_path):
+    out = write(tmp_path)
+    edit(os.path.join(out, "results.json"), lambda d: d.pop("cells"))
+    expect_error(out, "results.json: cells: missing")
+
+
+def test_bad_verdict(tmp_path):
+    out = write(tmp_path)
+    edit(os.path.join(out, "results.json"), lambda d: d["cells"][0].update(verdict="ok"))
+    expect_error(out, "results.json: cells[0].verdict:", "'ok'")
+
+
+def test_wrong_format(tmp_path):
+    out = write(tmp_path)
+    edit(cell_json(out), lambda d: d.update(format="shardcheck-cell-result/9"))
+    expect_error(out, "result.json: format:")
+
+
+def test_missing_result_json_of_a_passing_cell(tmp_path):
+    out = write(tmp_path)
+    os.remove(cell_json(out))
+    expect_error(out, cell_json(out), "cannot read")
+
+
+def test_diff_group_not_in_the_schema_groups(tmp_path):
+    """A runner that hard-codes a second moment for Lion must not go unnoticed."""
+    out = write(tmp_path)
+
+    def add(d):
+        d["runs"]["resumed"]["diff"]["exp_avg_sq"] = d["runs"]["resumed"]["diff"]["exp_avg"]
+    edit(cell_json(out), add)
+    expect_error(out, "result.json: runs.resumed.diff.exp_avg_sq:", "is not one of the cell's groups")
+
+
+def test_diff_group_missing(tmp_path):
+    out = write(tmp_path)
+    edit(cell_json(out), lambda d: d["runs"]["uninterrupted"]["diff"].pop("exp_avg"))
+    expect_error(out, "runs.uninterrupted.diff: has no group 'exp_avg'")
+
+
+def test_series_length_mismatch(tmp_path):
+    out = write(tmp_path)
+    edit(cell_json(out), lambda d: d["runs"]["resumed"]["diff"]["params"]["max_abs"].pop())
+    expect_error(out, "runs.resumed.diff.params.max_abs: has 8 entries but steps has 9")
+
+
+def test_string_in_a_series(tmp_path):
+    out = write(tmp_path)
+    edit(cell_json(out), lambda d: d["runs"]["uninterrupted"]["diff"]["params"]["max_ulp"].__setitem__(2, "0"))
+    expect_error(out, "runs.uninterrupted.diff.params.max_ulp[2]: expected num or null")
+
+
+def test_cell_id_mismatch(tmp_path):
+    out = write(tmp_path)
+    edit(cell_json(out), lambda d: d.update(id="other"))
+    expect_error(out, "result.json: id: is 'other'")
+
+
+def test_bad_bench_file(tmp_path):
+    out = write(tmp_path)
+    doc = synth.bench_doc()
+    doc["benchmarks"][1]["time_unit"] = "fortnights"
+    synth.write_results(out, synth.lion_only(), bench={"micro.json": doc})
+    expect_error(out, "micro.json: benchmarks[1].time_unit:")
+
+
+def test_inconsistent_counts_are_a_warning_not_an_error(tmp_path):
+    out = write(tmp_path)
+    edit(os.path.join(out, "results.json"), lambda d: d["counts"].update(passed=7))
+    proc = run_report(out)
+    html = open(os.path.join(out, "report.html")).read()
+    assert "counts (cells/passed/failed/errored) say 1/7/0/0 but the cells list has 1/1/0/0" in html
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("verdict", ["pass", "fail"])
+def test_exit_zero_whatever_the_verdict(tmp_path, verdict):
+    cells = synth.one_failing() if verdict == "fail" else synth.all_passing()
+    out = synth.write_results(str(tmp_path / verdict), cells)
+    proc = run_report(out, "--out", str(tmp_path / "x.html"))
+    assert proc.returncode == 0 and os.path.getsize(tmp_path / "x.html") > 10_000
+    assert proc.stdout.startswith(f"make_report.py: {verdict.upper()}: {len(cells)} cells")

@@ -1,0 +1,223 @@
+"""The HTML report, end to end: synthetic results -> make_report.py -> assertions on the HTML."""
+import glob
+import os
+import re
+
+import pytest
+
+import synth
+from conftest import REPORTS
+
+
+def matrix_html(html: str) -> str:
+    start = html.index('<table id="matrix"')
+    return html[start:html.index("</table>", start)]
+
+
+def table(section: str, cls: str) -> str:
+    start = section.index(f'<table class="{cls}">')
+    return section[start:section.index("</table>", start)]
+
+
+def test_all_passing(make_report):
+    cells = synth.all_passing()
+    r = make_report(cells)
+    assert '<span class="badge big v-pass">PASS</span>' in r.html
+    assert "v-fail" not in matrix_html(r.html)
+    assert "<b>4</b> passed, <b>0</b> failed, <b>0</b> errored" in r.html
+    for c in cells:
+        cid = c["entry"]["id"]
+        assert f'<section class="cell v-pass" id="{cid}">' in r.html
+        assert f'href="#{cid}"' in matrix_html(r.html)
+    # the matrix columns are the dp sizes and resume plans
+    for label in ("<th>dp2</th>", "<th>dp2→dp3</th>", "<th>dp2→dp4</th>", "<th>dp4</th>"):
+        assert label in matrix_html(r.html)
+    assert 'id="failing"' not in r.html
+
+
+def test_one_failing_cell_shows_its_first_failure(make_report):
+    r = make_report(synth.one_failing())
+    bad = "lion.dp_zero_gather_scatter.dp2-to-dp3.bf16.oracle-gpt-tiny"
+    assert '<span class="badge big v-fail">FAIL</span>' in r.html
+    # matrix: the failing slot is red and links to the section
+    m = matrix_html(r.html)
+    assert re.search(r'<td class="v-fail">\s*<a class="chip v-fail" href="#' + re.escape(bad) + '"', m)
+    sec = r.section(bad)
+    assert 'class="cell v-fail"' in r.html[r.html.index(f'id="{bad}"') - 40:r.html.index(f'id="{bad}"')]
+    assert "First failure:</b> step <b>6</b>" in sec
+    assert "<code>state.exp_avg.layers.1.fc1.weight</code>" in sec
+    assert "<svg" in sec                                  # the |diff| plot of the jump
+    # the failing check is marked, and listed with its step and tensor
+    checks = table(sec, "checks")
+    assert re.search(r'<tr class="fail"><td><code>resumed-vs-reference-bitwise-state</code>', checks)
+    assert '<td class="n">6</td>' in checks
+    # the summary at the top lists it too, and failing sections come first
+    top = r.html[r.html.index('id="failing"'):r.html.index('id="matrix"')]
+    assert bad in top and "state.exp_avg.layers.1.fc1.weight" in top
+    assert r.html.index(f'id="{bad}"') < r.html.index('id="adam.dp_reshardable.dp2.bf16.oracle-gpt-tiny"')
+
+
+def test_lion_table_has_its_one_state_key(make_report):
+    cells = synth.lion_only() + [synth.make_cell("adam", "dp_reshardable", 2)]
+    r = make_report(cells)
+    lion = r.section("lion.dp_reshardable.dp2-to-dp3.bf16.oracle-gpt-tiny")
+    groups = table(lion, "groups")
+    assert "<code>exp_avg</code>" in groups
+    assert "exp_avg_sq" not in lion
+    assert "<code>params</code>" in groups and "<code>main_params</code>" in groups
+    # the Adam cell beside it does have exp_avg_sq: the table follows each cell's own schema
+    adam = r.section("adam.dp_reshardable.dp2.bf16.oracle-gpt-tiny")
+    assert "<code>exp_avg_sq</code>" in table(adam, "groups")
+
+
+def test_unknown_optimizer_state_keys_come_from_the_schema(make_report, monkeypatch):
+    monkeypatch.setitem(synth.SCHEMAS, "sophia", {"sophia": ["hessian_ema", "exp_avg"]})
+    cell = synth.make_cell("sophia", "dp_reshardable", 2, resume_dp=3, save_at=4,
+                           fail={"group": "hessian_ema", "step": 7, "run": "resumed", "size": 1e-3})
+    r = make_report([cell])
+    sec = r.section(cell["entry"]["id"])
+    groups = table(sec, "groups")
+    assert "<code>hessian_ema</code>" in groups and "<td>sophia</td>" in groups
+    assert ">hessian_ema<" in sec                   # in the plot legend (SVG text)
+    assert "schema sophia: <b>hessian_ema, exp_avg</b>" in sec
+
+
+def test_no_state_key_is_hard_coded_in_the_report_code():
+    sources = glob.glob(os.path.join(REPORTS, "*.py")) + glob.glob(os.path.join(REPORTS, "templates", "*"))
+    assert len(sources) >= 8
+    for path in sources:
+        text = open(path, encoding="utf-8").read()
+        for key in ("exp_avg", "momentum_buffer"):
+            assert key not in text, f"{path} names the state key {key}"
+
+
+def test_bitwise_cell_says_so_instead_of_plotting_zeros(make_report):
+    r = make_report(synth.lion_only())
+    sec = r.section("lion.dp_reshardable.dp2-to-dp3.bf16.oracle-gpt-tiny")
+    assert "bitwise equal at every step" in sec
+    assert "<svg" not in sec                        # nothing nonzero, no loss: nothing to draw
+
+
+def test_loss_curves_name_the_resume_dp_and_mark_the_save(make_report):
+    cell = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30)
+    r = make_report([cell])
+    sec = r.section(cell["entry"]["id"])
+    svgs = re.findall(r"<svg.*?</svg>", sec, re.S)
+    assert len(svgs) == 2                           # loss + |diff|
+    loss = svgs[0]
+    for text in ("reference (dp1)", "uninterrupted (dp2)", "resumed (dp3, from step 8)", "save at step 8"):
+        assert f">{text}<" in loss
+    assert "atol 1e-05 rtol 0.0013" in svgs[1]      # the tolerance band of the tolerance checks
+
+
+def test_page_is_self_contained_and_ids_are_unique(make_report):
+    r = make_report(synth.realistic(), bench={"micro.json": synth.bench_doc()})
+    assert "<script" not in r.html and "<link" not in r.html and "src=" not in r.html
+    urls = set(re.findall(r"https?://[^\s\"')]+", r.html))
+    assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}, urls
+    ids = re.findall(r'\bid="([^"]+)"', r.html)
+    dupes = {i for i in ids if ids.count(i) > 1}
+    assert not dupes
+    assert r.html.count("<svg") >= 6
+    for ref in re.findall(r'url\(#([^)]+)\)|href="#([^"]+)"', r.html):
+        target = ref[0] or ref[1]
+        assert target in ids, f"dangling reference #{target}"
+
+
+def test_error_cell_without_result_json(make_report, tmp_path):
+    cells = synth.realistic()
+    err = next(c for c in cells if c["entry"]["verdict"] == "error")
+    err["result"] = None                            # the runner died before writing it
+    r = make_report(cells)
+    sec = r.section(err["entry"]["id"])
+    assert "No result.json" in sec and 'badge v-error">ERROR' in sec
+
+
+def test_performance_section(make_report):
+    r = make_report(synth.all_passing(), bench={"micro.json": synth.bench_doc()})
+    perf = r.html[r.html.index('id="performance"'):r.html.index('id="cells"')]
+    for name in ("shard_update_adam/fused", "newton_schulz/5iter", "bytes_per_second"):
+        assert name in perf
+    assert "<td class=\"n\">0.250</td><td class=\"n\">4.00×</td>" in perf
+    assert "<td class=\"n\">0.300</td><td class=\"n\">3.33×</td>" in perf  # 90 us vs 0.30 ms
+    assert "newton_schulz/5iter</code></td><td><code>" not in perf        # no baseline, no ratio
+
+
+def test_no_performance_section_without_bench(make_report):
+    assert 'id="performance"' not in make_report(synth.all_passing()).html
+
+
+def test_baseline_flags_changed_verdict_missing_and_grown_cells(make_report, tmp_path):
+    base_cells = synth.all_passing() + [synth.make_cell("adamw", "dp_reshardable", 2)]
+    base = make_report(base_cells, name="base")
+    now_cells = synth.all_passing()
+    changed = "adam.dp_reshardable.dp2-to-dp3.bf16.oracle-gpt-tiny"
+    now_cells[1] = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=4,
+                                   fail={"group": "exp_avg_sq", "step": 5, "run": "resumed", "size": 1e-4})
+    assert now_cells[1]["entry"]["id"] == changed
+    r = make_report(now_cells, name="now", baseline_dir=base.dir)
+    cmp_html = r.html[r.html.index('id="baseline"'):r.html.index('id="cells"')]
+    row = cmp_html[cmp_html.index(f'href="#{changed}"'):]
+    row = row[:row.index("</tr>")]
+    assert "verdict changed: pass → fail" in row
+    assert "max |Δ| grew: resumed/exp_avg_sq 0 → 0.00018</td>" in row
+    assert "adamw.dp_reshardable.dp2.bf16.oracle-gpt-tiny" in cmp_html and "missing in these results" in cmp_html
+    assert "<p class=\"note\">4 cells unchanged.</p>" not in cmp_html
+    assert "3 cells unchanged." in cmp_html
+    # the matrix marks the changed cell; its section shows both sides
+    assert re.search(r'class="chip v-fail changed" href="#' + re.escape(changed), matrix_html(r.html))
+    sec = r.section(changed)
+    assert 'baseline <span class="badge v-pass">PASS</span> → now' in sec
+    assert '<td class="n grew">0.00018</td>' in sec
+    # the Markdown lists it too
+    assert f"`{changed}` (regressed)" in r.md
+
+
+def test_baseline_identical_flags_nothing(make_report):
+    base = make_report(synth.all_passing(), name="base")
+    r = make_report(synth.all_passing(), name="now", baseline_dir=base.dir)
+    assert "No differences" in r.html and "changed" not in matrix_html(r.html)
+
+
+def test_long_series_keep_their_maximum(make_report):
+    cell = synth.make_cell("lion", "dp_reshardable", 2, steps=5000, tolerance=True)
+    diff = cell["result"]["runs"]["uninterrupted"]["diff"]["exp_avg"]
+    diff["max_abs"][3776] = 0.5                     # step 3777
+    r = make_report([cell])
+    sec = r.section(cell["entry"]["id"])
+    assert "0.5 (3777)" in table(sec, "groups")
+    svg = re.findall(r"<svg.*?</svg>", sec, re.S)[-1]
+    # downsampled: far fewer path vertices than 5000 steps × series
+    assert svg.count(" L ") < 6 * 2 * 2000
+    assert len(r.html) < 1_500_000
+
+
+def test_large_matrix_stays_usable(large_report):
+    html = large_report.html
+    assert html.count('<section class="cell') == 400
+    assert html.count('class="chip v-') >= 400
+    assert len(html) < 12_000_000, len(html)
+    failing = re.findall(r'<section class="cell v-fail" id="([^"]+)">', html)
+    assert len(failing) == 4
+    for cid in failing:
+        sec = large_report.section(cid)
+        assert "<svg" in sec and "First failure:</b> step <b>5</b>" in sec
+    plotted = sum(1 for s in re.findall(r"<section.*?</section>", html, re.S) if "<svg" in s)
+    assert plotted <= 4 + 60
+    assert "plots left out to keep the page small" in html
+
+
+def test_help_and_bad_flags():
+    from conftest import run_report
+    proc = run_report("--help")
+    for flag in ("--baseline", "--out", "--markdown", "RESULTS_DIR", "docs/reports.md"):
+        assert flag in proc.stdout
+    assert run_report("--no-such-flag", check=False).returncode == 2
+
+
+@pytest.mark.parametrize("passing", [0, 2])
+def test_passing_plots_limit(make_report, passing):
+    cells = [synth.make_cell(o, "dp_reshardable", 2, model="gpt-tiny") for o in synth.SCHEMAS]
+    r = make_report(cells, extra_args=["--passing-plots", passing])
+    plotted = [s for s in re.findall(r"<section.*?</section>", r.html, re.S) if "<svg" in s]
+    assert len(plotted) == passing
