@@ -1,6 +1,10 @@
 #include "distributed/checkpoint.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -91,6 +95,7 @@ at::Tensor ShardOf(const std::vector<OwnedPiece>& owned, const Bucket& b, int dp
 
 void AddBucketSizes(std::vector<Pending>& out, const DistributedOptimizer& opt) {
   const BufferLayout& l = opt.layout();
+  if (l.buckets().empty()) return;  // every param is layer-wise: no buffer to describe
   std::vector<int64_t> numel, unpadded;
   for (const Bucket& b : l.buckets()) {
     numel.push_back(b.world.size());
@@ -301,7 +306,9 @@ void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingT
       if (covered != t.Numel()) throw Error("save of " + key + " covers " + std::to_string(covered) + " of " + std::to_string(t.Numel()) + " elements");
     }
     WriteFileAtomic((tmp / kMetadataFile).string(), m.ToJson().dump(1) + "\n");
-    fs::rename(tmp, target);
+    // Never replaces: a folder that appeared since the check makes the save fail.
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0)
+      throw Error("cannot rename " + tmp.string() + " to " + target.string() + ": " + std::strerror(errno));
     FsyncDir(parent.string());
     WriteFileAtomic((parent / "latest").string(), target.filename().string() + "\n");
   });

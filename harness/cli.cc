@@ -20,6 +20,8 @@ int RunCli(int argc, char** argv) {
   AddLaunchCommand(app, action);
   AddCommSelftestCommand(app, action);
   AddTrainCommand(app, action);
+  AddRunCommand(app, action);
+  AddListCommand(app, action);
   AddInspectCommand(app, action);
   AddCkptDiffCommand(app, action);
   AddExportCommand(app, action);

@@ -17,6 +17,8 @@ void AddUpdateNormsCommand(CLI::App& app, std::function<int()>& action);
 void AddLaunchCommand(CLI::App& app, std::function<int()>& action);
 void AddCommSelftestCommand(CLI::App& app, std::function<int()>& action);
 void AddTrainCommand(CLI::App& app, std::function<int()>& action);
+void AddRunCommand(CLI::App& app, std::function<int()>& action);
+void AddListCommand(CLI::App& app, std::function<int()>& action);
 void AddInspectCommand(CLI::App& app, std::function<int()>& action);
 void AddCkptDiffCommand(CLI::App& app, std::function<int()>& action);
 void AddExportCommand(CLI::App& app, std::function<int()>& action);

@@ -103,7 +103,7 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
                   << DtypeName(t.run.dtype) << "), dp " << comm->size() << ", backend "
                   << comm->backend() << ", " << t.run.steps << " steps\n";
       }
-      TrainResult r = RunDistributedOracle(t, *comm, root ? &std::cout : nullptr);
+      TrainResult r = RunDistributed(t, *comm, root ? &std::cout : nullptr);
       if (root) {
         WriteJsonFile(*out + "/result.json", TrainResultJson(t, comm->size(), r));
         WriteFinalState(*out + "/final.safetensors", r.final_state);

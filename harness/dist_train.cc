@@ -1,7 +1,9 @@
 #include "harness/dist_train.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <ostream>
 
@@ -37,46 +39,71 @@ std::string DecodeName(const at::Tensor& t) {
 }
 
 struct LocalCompare {
-  std::vector<int64_t> mismatches;
-  std::vector<double> max_abs;
+  std::vector<int64_t> mismatches, violations, max_ulp;
+  std::vector<double> max_abs, max_rel;
   std::string first_tensor, first_detail;
 
-  void Add(size_t group, const TensorDiff& d) {
-    if (d.Equal()) return;
-    mismatches[group] += d.shape_or_dtype_differs ? 1 : d.mismatches;
-    max_abs[group] = std::max(max_abs[group], d.max_abs);
+  explicit LocalCompare(size_t n)
+      : mismatches(n, 0), violations(n, 0), max_ulp(n, 0), max_abs(n, 0.0), max_rel(n, 0.0) {}
+
+  void Add(size_t group, const TensorDiff& bits, const TensorDiff* tol) {
+    if (tol) {
+      violations[group] += tol->shape_or_dtype_differs ? 1 : tol->mismatches;
+      // The tolerance comparison measures every difference.
+      max_abs[group] = std::max(max_abs[group], tol->max_abs);
+      max_rel[group] = std::max(max_rel[group], tol->max_rel);
+      max_ulp[group] = std::max(max_ulp[group], tol->max_ulp);
+    }
+    if (bits.Equal()) return;
+    mismatches[group] += bits.shape_or_dtype_differs ? 1 : bits.mismatches;
+    max_abs[group] = std::max(max_abs[group], bits.max_abs);
+    max_rel[group] = std::max(max_rel[group], bits.max_rel);
+    max_ulp[group] = std::max(max_ulp[group], bits.max_ulp);
     if (first_tensor.empty()) {
-      first_tensor = d.name;
-      first_detail = d.Summary();
+      first_tensor = bits.name;
+      first_detail = bits.Summary();
     }
   }
 };
 
-LocalCompare CompareWithReference(DistributedOptimizer& opt, const ReferenceOptimizer& ref,
-                                  const std::vector<std::string>& groups) {
-  LocalCompare lc;
-  lc.mismatches.assign(groups.size(), 0);
-  lc.max_abs.assign(groups.size(), 0.0);
+const at::Tensor& SnapshotTensor(const StateDict& sd, const std::string& key) {
+  auto it = sd.tensors.find(key);
+  if (it == sd.tensors.end()) throw Error("reference snapshot lacks " + key);
+  return it->second;
+}
+
+LocalCompare CompareWithReference(DistributedOptimizer& opt, const StateDict& ref,
+                                  const std::vector<std::string>& groups, const TrainOptions& o) {
+  LocalCompare lc(groups.size());
+  const bool tolerance = o.compare_atol > 0.0 || o.compare_rtol > 0.0;
+  auto add = [&](size_t g, const std::string& name, const at::Tensor& a, const at::Tensor& b) {
+    const TensorDiff bits = CompareBitwise(name, a, b);
+    if (!tolerance) return lc.Add(g, bits, nullptr);
+    const TensorDiff tol = CompareTolerance(name, a, b, o.compare_rtol, o.compare_atol);
+    lc.Add(g, bits, &tol);
+  };
   auto group_of = [&](const std::string& g) {
     return static_cast<size_t>(std::find(groups.begin(), groups.end(), g) - groups.begin());
   };
   const auto& params = opt.params();
   // Every gathered model param.
   for (size_t i = 0; i < params.size(); ++i)
-    lc.Add(0, CompareBitwise(ParamKey(params[i].name), opt.ModelParam(static_cast<int>(i)),
-                             ref.model_params()[i]));
+    add(0, ParamKey(params[i].name), opt.ModelParam(static_cast<int>(i)),
+        SnapshotTensor(ref, ParamKey(params[i].name)));
   // This rank's shard: main params and every state key of the owner's schema.
+  const bool fp32 = opt.model_dtype() == at::kFloat;
   for (const OwnedPiece& p : opt.Owned()) {
     const ParamInfo& info = params[static_cast<size_t>(p.param)];
     const Range r = p.param_range;
     auto slice = [&](const at::Tensor& full) { return full.reshape({-1}).narrow(0, r.begin, r.size()); };
     const std::string suffix = info.name + "[" + std::to_string(r.begin) + ":" + std::to_string(r.end) + "]";
-    lc.Add(1, CompareBitwise(MainParamKey(suffix), p.main, slice(ref.main_params()[static_cast<size_t>(p.param)])));
+    const at::Tensor& main = SnapshotTensor(ref, fp32 ? ParamKey(info.name) : MainParamKey(info.name));
+    add(1, MainParamKey(suffix), p.main, slice(main));
     const StateSchema& schema = opt.children()[static_cast<size_t>(p.child)].schema;
     for (size_t k = 0; k < schema.keys.size(); ++k) {
       const std::string& key = schema.keys[k].name;
-      lc.Add(group_of(key), CompareBitwise(StateTensorKey(key, suffix), p.state[k],
-                                           slice(ref.State(p.param, key))));
+      add(group_of(key), StateTensorKey(key, suffix), p.state[k],
+          slice(SnapshotTensor(ref, StateTensorKey(key, info.name))));
     }
   }
   return lc;
@@ -84,7 +111,7 @@ LocalCompare CompareWithReference(DistributedOptimizer& opt, const ReferenceOpti
 
 }  // namespace
 
-TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, std::ostream* log) {
+TrainResult RunDistributed(const TrainOptions& opts, Communicator& comm, std::ostream* log) {
   const OracleRunOptions& run = opts.run;
   run.Validate();
   const int dp = comm.size(), rank = comm.rank();
@@ -92,12 +119,27 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
   if (M % dp != 0)
     throw Error("DP size " + std::to_string(dp) + " does not divide the micro-batch count M = " +
                 std::to_string(M));
-  const std::vector<ParamInfo>& params = run.model.params;
+  std::unique_ptr<GradSource> own_source;
+  const GradSource* source = opts.source;
+  if (!source) {
+    own_source = MakeOracleSource(run.model, run.seed);
+    source = own_source.get();
+  }
+  const std::vector<ParamInfo>& params = source->spec().params;
   DistributedOptimizer opt(run.setup, params, run.dtype, comm, {opts.bucket_size});
-  const std::vector<at::Tensor> initial = InitialParams(run.model, run.seed, run.dtype);
-  opt.SetParams(initial);
-  std::optional<ReferenceOptimizer> ref;
-  if (opts.compare_reference) ref.emplace(run.setup, params, initial);
+  opt.SetParams(source->InitialParams(run.dtype));
+  ReferenceTrajectory own_reference;
+  const ReferenceTrajectory* ref = nullptr;
+  if (opts.compare_reference) {
+    ref = opts.reference;
+    if (!ref) {
+      own_reference = RunReferenceTrajectory(*source, run.setup, run.dtype, run.steps, M);
+      ref = &own_reference;
+    }
+    if (ref->steps() < run.steps)
+      throw Error("the reference trajectory covers " + std::to_string(ref->steps()) +
+                  " steps, the run needs " + std::to_string(run.steps));
+  }
   const std::vector<std::string> groups = ComparisonGroups(opt.children());
 
   TrainResult result;
@@ -107,23 +149,31 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
     result.resumed_from = opt.step();
     if (log && rank == 0)
       *log << "loaded " << opts.load_dir << " at step " << opt.step() << " (dp " << dp << ")\n";
-    // The uninterrupted reference up to the loaded step.
-    if (ref)
-      for (int64_t s = 1; s <= opt.step(); ++s)
-        ref->Step(GlobalGrads(run.model, run.seed, static_cast<uint64_t>(s), M));
   }
   // Record one step's comparison (all-reduced) in `rec`.
   auto compare = [&](StepRecord& rec) {
-    LocalCompare lc = CompareWithReference(opt, *ref, groups);
+    LocalCompare lc = CompareWithReference(opt, ref->snapshots[static_cast<size_t>(rec.step)], groups, opts);
     const int64_t n = static_cast<int64_t>(groups.size());
-    at::Tensor counts = at::from_blob(lc.mismatches.data(), {n}, at::kLong).clone();
-    at::Tensor maxes = at::from_blob(lc.max_abs.data(), {n}, at::kDouble).clone();
+    std::vector<int64_t> counts_v = lc.mismatches;
+    counts_v.insert(counts_v.end(), lc.violations.begin(), lc.violations.end());
+    at::Tensor counts = at::tensor(counts_v, at::kLong);
+    std::vector<double> max_v = lc.max_abs;
+    max_v.insert(max_v.end(), lc.max_rel.begin(), lc.max_rel.end());
+    for (int64_t u : lc.max_ulp) max_v.push_back(static_cast<double>(u));
+    at::Tensor maxes = at::tensor(max_v, at::kDouble);
     comm.AllReduce(counts, ReduceOp::kSum);
     comm.AllReduce(maxes, ReduceOp::kMax);
     int64_t total = 0;
     for (int64_t g = 0; g < n; ++g) {
-      rec.groups.push_back({groups[static_cast<size_t>(g)], counts[g].item<int64_t>(), maxes[g].item<double>()});
-      total += counts[g].item<int64_t>();
+      GroupStep gs;
+      gs.group = groups[static_cast<size_t>(g)];
+      gs.mismatches = counts[g].item<int64_t>();
+      gs.tol_violations = counts[n + g].item<int64_t>();
+      gs.max_abs = maxes[g].item<double>();
+      gs.max_rel = maxes[n + g].item<double>();
+      gs.max_ulp = static_cast<int64_t>(maxes[2 * n + g].item<double>());
+      total += gs.mismatches;
+      rec.groups.push_back(gs);
     }
     if (total > 0 && !result.first_mismatch) {
       // Rank 0 learns which rank saw a mismatch first and its tensor.
@@ -149,29 +199,29 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
     // Right after the load, before any step: every tensor against the reference.
     StepRecord rec;
     rec.step = result.resumed_from;
-    rec.grad_norm = 0.0;
     rec.after_load = true;
+    rec.loss = std::numeric_limits<double>::quiet_NaN();
     compare(rec);
     if (log && rank == 0)
       *log << "after load: " << (result.ok ? "bitwise equal to the reference" : "MISMATCH") << "\n";
     result.steps.push_back(std::move(rec));
   }
   const int mb_begin = rank * M / dp, mb_end = (rank + 1) * M / dp;
+  std::vector<at::Tensor> model_params(params.size()), grads;
   for (int s = static_cast<int>(opt.step()) + 1; s <= run.steps; ++s) {
-    const uint64_t step = static_cast<uint64_t>(s);
+    for (size_t i = 0; i < params.size(); ++i) model_params[i] = opt.ModelParam(static_cast<int>(i));
+    const double local_loss = source->RankGrads(model_params, s, mb_begin, mb_end, M, grads);
     opt.ZeroGrad();
-    for (size_t i = 0; i < params.size(); ++i)
-      opt.Grad(static_cast<int>(i))
-          .copy_(PartialGrad(run.seed, step, i, params[i].shape, M, mb_begin, mb_end));
+    for (size_t i = 0; i < params.size(); ++i) opt.Grad(static_cast<int>(i)).copy_(grads[i]);
+    at::Tensor loss = at::full({1}, local_loss, at::kDouble);
+    if (source->has_loss()) comm.AllReduce(loss, ReduceOp::kSum);
     opt.Step();
     if (opts.after_step) opts.after_step(opt, s);
     StepRecord rec;
     rec.step = s;
     rec.grad_norm = opt.last_grad_norm();
-    if (ref) {
-      ref->Step(GlobalGrads(run.model, run.seed, step, M));
-      compare(rec);
-    }
+    rec.loss = source->has_loss() ? loss.item<double>() / M : std::numeric_limits<double>::quiet_NaN();
+    if (ref) compare(rec);
     if (opts.save_at == s) {
       SaveCheckpoint(opt, opts.save_dir, opts.sharding_type);
       if (log && rank == 0)
@@ -180,11 +230,12 @@ TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, s
     }
     if (log && rank == 0) {
       *log << "step " << s << "/" << run.steps << "  grad_norm " << rec.grad_norm;
+      if (source->has_loss()) *log << "  loss " << rec.loss;
       if (ref) {
         int64_t total = 0;
         for (const auto& g : rec.groups) total += g.mismatches;
-        *log << "  " << (total == 0 ? "bitwise equal to the reference" : "MISMATCH") << " ("
-             << total << " elements differ)";
+        *log << "  " << (total == 0 ? "bitwise equal to the reference" : "differs from the reference")
+             << " (" << total << " elements differ)";
       }
       *log << "\n" << std::flush;
     }
@@ -264,9 +315,14 @@ nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const T
     nlohmann::ordered_json js;
     js["step"] = s.step;
     js["grad_norm"] = s.grad_norm;
+    if (!std::isnan(s.loss)) js["loss"] = s.loss;
     if (s.after_load) js["after_load"] = true;
     for (const auto& g : s.groups)
-      js["groups"][g.group] = {{"mismatches", g.mismatches}, {"max_abs_diff", g.max_abs}};
+      js["groups"][g.group] = {{"mismatches", g.mismatches},
+                               {"tol_violations", g.tol_violations},
+                               {"max_abs_diff", g.max_abs},
+                               {"max_rel_diff", g.max_rel},
+                               {"max_ulp", g.max_ulp}};
     j["steps"].push_back(js);
   }
   if (r.first_mismatch) {

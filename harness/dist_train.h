@@ -1,9 +1,10 @@
-// One rank of a distributed oracle run: the DistributedOptimizer on this
-// rank's micro-batches and, side by side, the reference on the full model;
-// after every step this rank's shard (main params and every state tensor of
-// the owning child's schema) and every gathered model param are compared
-// with the reference byte for byte, and the verdict is all-reduced so every
-// rank reaches the same one.
+// One rank of a distributed run: the DistributedOptimizer on this rank's
+// micro-batches (oracle gradients or a real tiny model) and the reference
+// trajectory of the same run; after every step this rank's shard (main
+// params and every state tensor of the owning child's schema) and every
+// gathered model param are compared with the reference (bytes, and the
+// tolerance when one is given), and the figures are all-reduced so every
+// rank reaches the same verdict.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,24 @@
 #include "distributed/checkpoint.h"
 #include "distributed/communicator.h"
 #include "distributed/distrib_optimizer.h"
+#include "harness/grad_source.h"
 #include "harness/oracle_run.h"
+#include "harness/reference_trajectory.h"
 
 namespace shardcheck {
 
 struct TrainOptions {
+  // Setup, steps, seed, dtype, M, and the model spec (for real models: the
+  // source's spec).
   OracleRunOptions run;
+  // The gradients; null: the oracle on run.model with run.seed.
+  const GradSource* source = nullptr;
+  // The reference to compare with; null with compare_reference: computed
+  // on every rank. Must cover run.steps.
+  const ReferenceTrajectory* reference = nullptr;
+  // Besides bytes, count elements outside |a - b| <= atol + rtol * |b|.
+  double compare_atol = 0.0;
+  double compare_rtol = 0.0;
   int64_t bucket_size = 0;
   bool compare_reference = false;
   // Save after step `save_at` (0: never) into `save_dir` as `sharding_type`.
@@ -41,14 +54,18 @@ struct TrainOptions {
 // Figures of one comparison group at one step, over all ranks.
 struct GroupStep {
   std::string group;  // "params", "main_params" or a state key
-  int64_t mismatches = 0;
+  int64_t mismatches = 0;      // elements whose bytes differ
+  int64_t tol_violations = 0;  // elements outside the tolerance
   double max_abs = 0.0;
+  double max_rel = 0.0;
+  int64_t max_ulp = 0;
 };
 
 struct StepRecord {
   int64_t step = 0;
   bool after_load = false;  // the comparison right after a load (no step taken)
   double grad_norm = 0.0;
+  double loss = 0.0;              // mean micro-batch loss (NaN without loss)
   std::vector<GroupStep> groups;  // empty without --compare-reference
 };
 
@@ -78,9 +95,9 @@ nlohmann::ordered_json LayoutJson(const DistributedOptimizer& opt);
 // every state key of every child's schema (first appearance order).
 std::vector<std::string> ComparisonGroups(const std::vector<ChildOptimizer>& children);
 
-// Runs opts.run.steps steps on `comm`. DP size (comm.size()) must divide M.
+// Runs to opts.run.steps on `comm`. DP size (comm.size()) must divide M.
 // Collective; progress lines go to `log` on rank 0 when non-null.
-TrainResult RunDistributedOracle(const TrainOptions& opts, Communicator& comm, std::ostream* log);
+TrainResult RunDistributed(const TrainOptions& opts, Communicator& comm, std::ostream* log);
 
 // result.json: resolved config, dp, per-step series, verdict, first
 // mismatch, per-rank memory figures.

@@ -116,7 +116,7 @@ TEST(DistributedDetection, InjectedStateFaultIsReportedWithRankStepAndTensor) {
 
 TEST(DistributedErrors, DpMustDivideMicroBatches) {
   auto errors = RunGlooRanksInProcess(5, std::chrono::seconds(30), [&](Communicator& comm) {
-    RunDistributedOracle(Options("adam", at::kFloat, 1), comm, nullptr);
+    RunDistributed(Options("adam", at::kFloat, 1), comm, nullptr);
   });
   for (const auto& e : errors) {
     ASSERT_TRUE(e);

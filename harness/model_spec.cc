@@ -98,9 +98,18 @@ ModelSpec ParseShapes(const std::string& list) {
   return m;
 }
 
+ModelSpec MixedSmallSpec() {
+  ModelSpec m = ParseShapes(
+      "emb=96x32:embedding,pos=16x32:embedding,qkv=96x32,qkv_b=96,proj=32x32,proj_b=32,tiny=7,"
+      "norm=32,fc1=128x32,fc1_b=128,fc2=32x128,fc2_b=32,head=96x32:output");
+  m.name = "mixed-small";
+  return m;
+}
+
 ModelSpec ModelByName(const std::string& name) {
   if (name == "gpt-tiny") return GptTinySpec();
-  throw Error("unknown oracle model '" + name + "' (expected gpt-tiny, or give --shapes)");
+  if (name == "mixed-small") return MixedSmallSpec();
+  throw Error("unknown oracle model '" + name + "' (expected gpt-tiny or mixed-small, or give --shapes)");
 }
 
 }  // namespace shardcheck

@@ -28,7 +28,12 @@ ModelSpec GptTinySpec();
 // params are called p0, p1, ... by position. Throws Error naming the item.
 ModelSpec ParseShapes(const std::string& list);
 
-// "gpt-tiny" (the only built-in oracle model for now). Throws Error on others.
+// mixed-small: 13 params (~19k elements) with every kind a layout test
+// needs: embeddings, output head, 2-D hidden weights, biases, a norm and a
+// 7-element param; with bucket_size 1000 it gives several buckets.
+ModelSpec MixedSmallSpec();
+
+// "gpt-tiny" or "mixed-small". Throws Error on others.
 ModelSpec ModelByName(const std::string& name);
 
 }  // namespace shardcheck

@@ -10,7 +10,7 @@ ThreadRun RunTrainOnThreads(const TrainOptions& opts, int dp, std::chrono::milli
   ThreadRun out;
   std::mutex mu;
   const auto errors = RunGlooRanksInProcess(dp, timeout, [&](Communicator& comm) {
-    TrainResult r = RunDistributedOracle(opts, comm, nullptr);
+    TrainResult r = RunDistributed(opts, comm, nullptr);
     if (comm.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
       out.root = std::move(r);
