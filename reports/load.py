@@ -19,6 +19,8 @@ from typing import Any, Dict, List, Optional
 RESULTS_FORMAT = "shardcheck-results/1"
 CELL_FORMAT = "shardcheck-cell-result/1"
 VERDICTS = ("pass", "fail", "error")
+# A check that could not apply (e.g. a loss check on an oracle model) may say "n/a".
+CHECK_VERDICTS = ("pass", "fail", "n/a")
 DIFF_SERIES = ("max_abs", "max_rel", "max_ulp", "mismatches")
 
 
@@ -316,8 +318,8 @@ def _check_check(ck: Checker, check, where: str):
     ck.obj(check, where)
     ck.field(check, "name", where, "str")
     ck.field(check, "kind", where, "str")
-    if ck.field(check, "verdict", where, "str") not in ("pass", "fail"):
-        ck.fail(f"{where}.verdict", f"expected 'pass' or 'fail', got {check['verdict']!r}")
+    if ck.field(check, "verdict", where, "str") not in CHECK_VERDICTS:
+        ck.fail(f"{where}.verdict", f"expected one of {'/'.join(CHECK_VERDICTS)}, got {check['verdict']!r}")
     for name in ("on", "run", "against", "first_failing_tensor", "detail"):
         ck.field(check, name, where, "str", required=False)
     for name in ("atol", "rtol", "max_abs", "max_rel"):

@@ -129,7 +129,7 @@ def _memory(result: Optional[dict]) -> Optional[dict]:
 def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> dict:
     r = cell.result
     ff = summary.first_failure(cell) if cell.verdict != "pass" else None
-    if ff and not any(ff.get(k) is not None for k in ("step", "tensor", "check")) \
+    if ff and ff.get("step") is None and ff.get("tensor") is None \
             and ff.get("detail") == (r or {}).get("error"):
         ff = None                       # an error with no failing check: the error box says it all
     loss_svg = diff_svg = None

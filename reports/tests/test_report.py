@@ -221,3 +221,32 @@ def test_passing_plots_limit(make_report, passing):
     r = make_report(cells, extra_args=["--passing-plots", passing])
     plotted = [s for s in re.findall(r"<section.*?</section>", r.html, re.S) if "<svg" in s]
     assert len(plotted) == passing
+
+
+def test_checks_of_other_kinds_and_not_applicable_verdicts(make_report):
+    """Check kinds and run names outside the documented examples render as they are."""
+    cell = synth.make_cell("lion", "dp_reshardable", 2, model="gpt-tiny")
+    cell["result"]["checks"].append({"name": "loss-falls", "kind": "loss_fall", "on": "loss",
+                                     "run": "reference", "against": "its first step", "verdict": "pass",
+                                     "detail": "reference loss fell 40%"})
+    cell["result"]["checks"].append({"name": "uninterrupted+resumed-loss", "kind": "tolerance", "on": "loss",
+                                     "run": "uninterrupted+resumed", "against": "reference",
+                                     "verdict": "n/a", "detail": "no loss"})
+    r = make_report([cell])
+    checks = table(r.section(cell["entry"]["id"]), "checks")
+    assert "<code>loss-falls</code></td><td>loss_fall</td>" in checks
+    assert '<td class="v-na">n/a</td>' in checks
+
+
+def test_error_cell_shows_the_error_once(make_report):
+    cells = synth.realistic()
+    err = next(c for c in cells if c["entry"]["verdict"] == "error")
+    ff = {"check": "run", "step": None, "tensor": None, "detail": err["result"]["error"]}
+    err["result"]["first_failure"] = err["entry"]["first_failure"] = ff
+    r = make_report(cells)
+    sec = r.section(err["entry"]["id"])
+    assert "<b>Error:</b> rank 2 exited with signal 9 (Killed) during load" in sec
+    assert "First failure:" not in sec
+    # the top list still names it
+    top = r.html[r.html.index('id="failing"'):r.html.index('id="matrix"')]
+    assert "rank 2 exited with signal 9" in top
