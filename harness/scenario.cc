@@ -384,7 +384,7 @@ Scenario LoadScenario(const std::string& path) {
         const bool bf16 = dtype == "bf16";
         const bool sign_based = opt.setup.main.kind == OptimizerKind::kLion ||
                                 (opt.setup.scalar && opt.setup.scalar->kind == OptimizerKind::kLion);
-        if (!sign_based) c.checks.push_back({"tolerance", "params", bf16 ? 1e-2 : 1e-4, bf16 ? 1e-2 : 1e-3, -1});
+        if (!sign_based) c.checks.push_back({"tolerance", "params", bf16 ? 1e-2 : 1e-3, bf16 ? 1e-2 : 1e-2, -1});
         c.checks.push_back({"tolerance", "loss", 0.0, bf16 ? 1e-2 : 1e-4, -1});
         if (c.resume) {
           c.checks.push_back({"bitwise", "params"});
