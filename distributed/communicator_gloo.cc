@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -192,10 +194,29 @@ std::vector<std::exception_ptr> RunGlooRanksInProcess(
   store->setTimeout(timeout);  // once, before the ranks share it
   std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
+  // Every rank finishes connecting (or fails to) before any body runs: a
+  // body that throws at once would otherwise tear down its communicator
+  // while a peer is still connecting, and that peer would fail instead of
+  // reaching the collective under test.
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
+      std::unique_ptr<Communicator> comm;
       try {
-        std::unique_ptr<Communicator> comm = MakeGlooCommunicator(store, r, size, timeout);
+        comm = MakeGlooCommunicator(store, r, size, timeout);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        ++arrived;
+        cv.notify_all();
+        cv.wait(lock, [&] { return arrived == size; });
+      }
+      if (!comm) return;
+      try {
         body(*comm);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
