@@ -1,15 +1,9 @@
 #include "harness/comm_selftest.h"
 
+#include "harness/oracle.h"
+
 namespace shardcheck {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  uint64_t z = x;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 uint64_t Draw(uint64_t seed, int rank, int64_t i) {
   return SplitMix64(SplitMix64(SplitMix64(seed) ^ static_cast<uint64_t>(rank)) ^
