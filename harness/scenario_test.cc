@@ -51,8 +51,11 @@ TEST(Scenario, ExpandsCrossProductWithExcludeAndInclude) {
     ASSERT_FALSE(c.checks.empty());  // oracle defaults: bitwise params, main params, state
     EXPECT_EQ(c.checks[0].kind, "bitwise");
   }
-  for (const Cell& c : sc.cells)
-    if (c.optimizer.label == "lion") EXPECT_EQ(c.optimizer.setup.main.weight_decay, 0.1);
+  for (const Cell& c : sc.cells) {
+    if (c.optimizer.label == "lion") {
+      EXPECT_EQ(c.optimizer.setup.main.weight_decay, 0.1);
+    }
+  }
 }
 
 TEST(Scenario, LabelsAndFilter) {
