@@ -4,20 +4,19 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <algorithm>
-#include <cstring>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <sstream>
 
-#include "distributed/config_json.h"
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
-#include "reference/error.h"
-#include "reference/schema.h"
+#include "spec/config_json.h"
+#include "spec/error.h"
+#include "spec/schema.h"
 
 namespace shardcheck {
 
@@ -124,7 +123,8 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
     out.push_back({ModelSpaceKey("fp32_param", info.name), info.shape, 0, p.main.clone()});
     const StateSchema& schema = opt.children()[static_cast<size_t>(p.child)].schema;
     for (size_t k = 0; k < schema.keys.size(); ++k)
-      out.push_back({ModelSpaceKey(schema.keys[k].name, info.name), info.shape, 0, p.state[k].clone()});
+      out.push_back(
+          {ModelSpaceKey(schema.keys[k].name, info.name), info.shape, 0, p.state[k].clone()});
   }
   switch (type) {
     case ShardingType::kDpReshardable:
@@ -133,7 +133,9 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
         const int64_t n = std::min(shard, b.numel_unpadded - begin);
         if (n <= 0) continue;  // bucket-end padding is never written
         for (size_t ki = 0; ki < kinds.size(); ++ki)
-          out.push_back({DpReshardableKey(0, pdt, gdt, b.index, kinds[ki]), {b.numel_unpadded}, begin,
+          out.push_back({DpReshardableKey(0, pdt, gdt, b.index, kinds[ki]),
+                         {b.numel_unpadded},
+                         begin,
                          ShardOf(owned, b, dp, ki).narrow(0, 0, n).clone()});
       }
       if (rank == 0) AddBucketSizes(out, opt);
@@ -158,7 +160,8 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
           for (int pi : b.params) {
             const PlacedParam& p = layout.params()[static_cast<size_t>(pi)];
             const ParamInfo& info = params[static_cast<size_t>(p.param)];
-            out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name), info.shape, 0,
+            out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name),
+                           info.shape, 0,
                            bucket.narrow(0, p.world.begin - b.world.begin, p.numel).clone()});
           }
         }
@@ -189,19 +192,17 @@ CheckpointMetadata CommonMetadata(const DistributedOptimizer& opt, ShardingType 
   m.sharding_type = type;
   m.optimizer = opt.setup().name;
   m.optimizer_config = SetupJson(opt.setup());
-  for (const auto& c : opt.children()) m.schemas[KindName(c.config.kind)] = c.schema.Names();
+  for (const auto& c : opt.children()) m.schemas[c.config.kind()] = c.schema.Names();
   m.step = opt.step();
+  m.lr_schedule = opt.lr_schedule();
+  m.max_lr = opt.schedule_peak_lr();
   m.dp_size = opt.comm().size();
   m.model_dtype = opt.model_dtype();
   m.params = opt.params();
   for (size_t i = 0; i < opt.params().size(); ++i)
-    m.param_child.push_back(KindName(opt.children()[static_cast<size_t>(opt.ChildOf(static_cast<int>(i)))].config.kind));
-  for (const ParamGroup& g : BuildGroups(opt.children(), opt.params())) {
-    const OptimizerConfig& c = opt.children()[static_cast<size_t>(g.child)].config;
-    GroupRecord r{KindName(c.kind), g.wd_mult, c.lr, c.weight_decay, {}};
-    for (int i : g.params) r.params.push_back(opt.params()[static_cast<size_t>(i)].name);
-    m.groups.push_back(std::move(r));
-  }
+    m.param_child.push_back(
+        opt.children()[static_cast<size_t>(opt.ChildOf(static_cast<int>(i)))].config.kind());
+  m.groups = GroupRecords(opt.children(), opt.params());
   BufferRecord buf;
   buf.param_dtype = opt.model_dtype();
   buf.grad_dtype = at::kFloat;
@@ -212,7 +213,8 @@ CheckpointMetadata CommonMetadata(const DistributedOptimizer& opt, ShardingType 
     br.numel_unpadded = b.numel_unpadded;
     for (int pi : b.params) {
       const PlacedParam& p = opt.layout().params()[static_cast<size_t>(pi)];
-      br.params.push_back({opt.params()[static_cast<size_t>(p.param)].name, p.world.begin - b.world.begin, p.numel});
+      br.params.push_back({opt.params()[static_cast<size_t>(p.param)].name,
+                           p.world.begin - b.world.begin, p.numel});
     }
     buf.buckets.push_back(std::move(br));
   }
@@ -238,11 +240,13 @@ void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingT
     decision[0] = fs::exists(target) ? 1 : 0;
     const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
     decision[1] = static_cast<int64_t>((static_cast<uint64_t>(::getpid()) << 32) ^
-                                       static_cast<uint64_t>(now)) & 0x7FFFFFFFFFFFFFFF;
+                                       static_cast<uint64_t>(now)) &
+                  0x7FFFFFFFFFFFFFFF;
   }
   comm.Broadcast(decision, 0);
   if (decision[0].item<int64_t>() != 0)
-    throw Error("refusing to save: " + target.string() + " exists (checkpoints are never overwritten)");
+    throw Error("refusing to save: " + target.string() +
+                " exists (checkpoints are never overwritten)");
   std::ostringstream id;
   id << std::hex << decision[1].item<int64_t>();
   const fs::path tmp = target.string() + ".tmp-" + id.str();
@@ -267,15 +271,16 @@ void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingT
       for (const auto& entry : header.entries)
         if (entry.name == c.key) e = &entry;
       if (!e) throw Error("written file " + file + " lacks " + c.key);
-      records.push_back({{"key", c.key},
-                         {"dtype", SafetensorsDtype(c.data.scalar_type())},
-                         {"shape", c.shape},
-                         {"offset", c.offset},
-                         {"numel", c.data.numel()},
-                         {"file", file},
-                         {"name", c.key},
-                         {"byte_range", {header.DataOffset() + e->begin, header.DataOffset() + e->end}},
-                         {"xxh3", Xxh3Hex(c.data.data_ptr(), e->end - e->begin)}});
+      records.push_back(
+          {{"key", c.key},
+           {"dtype", SafetensorsDtype(c.data.scalar_type())},
+           {"shape", c.shape},
+           {"offset", c.offset},
+           {"numel", c.data.numel()},
+           {"file", file},
+           {"name", c.key},
+           {"byte_range", {header.DataOffset() + e->begin, header.DataOffset() + e->end}},
+           {"xxh3", Xxh3Hex(c.data.data_ptr(), e->end - e->begin)}});
     }
   });
   const std::vector<std::string> all = GatherStrings(comm, records.dump(), 0);
@@ -300,15 +305,20 @@ void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingT
                 [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
       int64_t covered = 0;
       for (const ChunkRecord& c : t.chunks) {
-        if (c.offset != covered) throw Error("save of " + key + " leaves a gap or overlap at element " + std::to_string(covered));
+        if (c.offset != covered)
+          throw Error("save of " + key + " leaves a gap or overlap at element " +
+                      std::to_string(covered));
         covered += c.numel;
       }
-      if (covered != t.Numel()) throw Error("save of " + key + " covers " + std::to_string(covered) + " of " + std::to_string(t.Numel()) + " elements");
+      if (covered != t.Numel())
+        throw Error("save of " + key + " covers " + std::to_string(covered) + " of " +
+                    std::to_string(t.Numel()) + " elements");
     }
     WriteFileAtomic((tmp / kMetadataFile).string(), m.ToJson().dump(1) + "\n");
     // Never replaces: a folder that appeared since the check makes the save fail.
     if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0)
-      throw Error("cannot rename " + tmp.string() + " to " + target.string() + ": " + std::strerror(errno));
+      throw Error("cannot rename " + tmp.string() + " to " + target.string() + ": " +
+                  std::strerror(errno));
     FsyncDir(parent.string());
     WriteFileAtomic((parent / "latest").string(), target.filename().string() + "\n");
   });
@@ -339,10 +349,12 @@ std::set<std::string> ExpectedCheckpointKeys(const DistributedOptimizer& opt, Sh
     case ShardingType::kFullyShardedModelSpace:
       for (const PlacedParam& p : opt.layout().params())
         for (size_t ki = 0; ki < kinds.size(); ++ki)
-          keys.insert(ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], params[static_cast<size_t>(p.param)].name));
+          keys.insert(ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki],
+                                    params[static_cast<size_t>(p.param)].name));
       break;
   }
-  if (has_buffer && (type == ShardingType::kDpReshardable || type == ShardingType::kDpZeroGatherScatter)) {
+  if (has_buffer &&
+      (type == ShardingType::kDpReshardable || type == ShardingType::kDpZeroGatherScatter)) {
     const std::string prefix = BufferPrefix(0, pdt, gdt);
     keys.insert(prefix + ".per_bucket_numel");
     keys.insert(prefix + ".per_bucket_numel_unpadded");
@@ -368,15 +380,13 @@ std::string SchemaText(const std::map<std::string, std::vector<std::string>>& sc
   return s;
 }
 
-// Checks what does not depend on this rank: optimizer and schema, params,
-// dtype, groups, the type's layout constraints, the key set.
-void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMetadata& m,
-                           const std::string& dir, const LoadOptions& o) {
-  // Optimizer and schema: state keys by name, over every child.
+// Optimizer and schema: state keys by name, over every child.
+void CheckSchemas(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                  const std::string& dir, const LoadOptions& o) {
   std::map<std::string, std::vector<std::string>> mine;
   std::set<std::string> my_keys, their_keys;
   for (const auto& c : opt.children()) {
-    mine[KindName(c.config.kind)] = c.schema.Names();
+    mine[c.config.kind()] = c.schema.Names();
     for (const auto& k : c.schema.Names()) my_keys.insert(k);
   }
   for (const auto& [kind, keys] : m.schemas)
@@ -387,8 +397,9 @@ void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMeta
   for (const auto& k : their_keys)
     if (!my_keys.count(k)) unexpected.push_back(k);
   if ((!missing.empty() && !o.allow_missing) || (!unexpected.empty() && !o.ignore_unexpected)) {
-    std::string msg = "checkpoint " + dir + " holds optimizer '" + m.optimizer + "' (" + SchemaText(m.schemas) +
-                      "); this run is '" + opt.setup().name + "' (" + SchemaText(mine) + "):";
+    std::string msg = "checkpoint " + dir + " holds optimizer '" + m.optimizer + "' (" +
+                      SchemaText(m.schemas) + "); this run is '" + opt.setup().name + "' (" +
+                      SchemaText(mine) + "):";
     if (!missing.empty()) msg += " missing state key " + List(missing, 10) + ";";
     if (!unexpected.empty()) msg += " unexpected state key " + List(unexpected, 10) + ";";
     throw Error(msg);
@@ -396,7 +407,26 @@ void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMeta
   if (missing.empty() && unexpected.empty() && m.optimizer != opt.setup().name)
     throw Error("checkpoint " + dir + " holds optimizer '" + m.optimizer + "', this run is '" +
                 opt.setup().name + "' (same state keys, different update)");
-  // Params: names, shapes, owning optimizer.
+}
+
+// The lr schedule and its peak: equal, or the options say which wins.
+void CheckLrSchedule(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                     const std::string& dir, const LoadOptions& o) {
+  const double run_max = opt.schedule_peak_lr();
+  if (m.lr_schedule.SameShape(opt.lr_schedule()) && m.max_lr == run_max) return;
+  if (o.lr_schedule != LoadOptions::LrScheduleChoice::kMustMatch) return;
+  std::ostringstream msg;
+  msg << "checkpoint " << dir << " was trained with lr " << m.max_lr << " ("
+      << m.lr_schedule.Describe() << "); this run has lr " << run_max << " ("
+      << opt.lr_schedule().Describe()
+      << "): say which wins with --override-lr-schedule (this run's) or "
+         "--use-checkpoint-lr-schedule";
+  throw Error(msg.str());
+}
+
+// Params: names, shapes, count, model dtype.
+void CheckParams(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                 const std::string& dir, const LoadOptions& o) {
   for (size_t i = 0; i < opt.params().size(); ++i) {
     const ParamInfo& p = opt.params()[i];
     const ParamInfo* q = m.FindParam(p.name);
@@ -406,16 +436,17 @@ void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMeta
                   ", this run " + p.ShapeString());
   }
   if (m.params.size() != opt.params().size() && !o.ignore_unexpected)
-    throw Error("checkpoint " + dir + " holds " + std::to_string(m.params.size()) + " params, this run " +
-                std::to_string(opt.params().size()));
+    throw Error("checkpoint " + dir + " holds " + std::to_string(m.params.size()) +
+                " params, this run " + std::to_string(opt.params().size()));
   if (m.model_dtype != opt.model_dtype())
-    throw Error("checkpoint " + dir + " was saved from a " + DtypeName(m.model_dtype) + " model, this run is " +
-                DtypeName(opt.model_dtype()));
-  // Groups by identifying keys.
-  for (const ParamGroup& g : BuildGroups(opt.children(), opt.params())) {
-    const std::string kind = KindName(opt.children()[static_cast<size_t>(g.child)].config.kind);
-    GroupRecord want{kind, g.wd_mult, 0, 0, {}};
-    for (int i : g.params) want.params.push_back(opt.params()[static_cast<size_t>(i)].name);
+    throw Error("checkpoint " + dir + " was saved from a " + DtypeName(m.model_dtype) +
+                " model, this run is " + DtypeName(opt.model_dtype()));
+}
+
+// Groups by identifying keys, with the same members.
+void CheckGroups(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                 const std::string& dir, const LoadOptions& o) {
+  for (const GroupRecord& want : GroupRecords(opt.children(), opt.params())) {
     const GroupRecord* found = nullptr;
     for (const auto& r : m.groups)
       if (r.Id() == want.Id()) found = &r;
@@ -426,64 +457,91 @@ void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMeta
     if (found->params != want.params)
       throw Error("checkpoint " + dir + ": param group " + want.Id() + " holds other params");
   }
-  // Layout constraints.
-  if (m.sharding_type == ShardingType::kDpReshardable || m.sharding_type == ShardingType::kDpZeroGatherScatter) {
-    const BufferLayout& l = opt.layout();
-    const std::string t = ShardingTypeName(m.sharding_type);
-    const std::vector<BucketRecord> none;
-    const std::vector<BucketRecord>& theirs = m.buffers.empty() ? none : m.buffers[0].buckets;
-    const std::string hint = " (bucket size " + std::to_string(m.buffers.empty() ? 0 : m.buffers[0].bucket_size) +
-                             " at save, " + std::to_string(l.bucket_size()) + " now); " + t +
-                             " can change only the DP size";
-    for (const Bucket& b : l.buckets()) {
-      if (static_cast<size_t>(b.index) >= theirs.size()) break;
-      const BucketRecord& r = theirs[static_cast<size_t>(b.index)];
-      if (r.numel_unpadded != b.numel_unpadded)
-        throw Error("layout mismatch: bucket " + std::to_string(b.index) + " has numel_unpadded " +
-                    std::to_string(r.numel_unpadded) + " in checkpoint " + dir + ", " +
-                    std::to_string(b.numel_unpadded) + " in this run" + hint);
-      for (size_t j = 0; j < b.params.size(); ++j) {
-        const PlacedParam& p = l.params()[static_cast<size_t>(b.params[j])];
-        const std::string& name = opt.params()[static_cast<size_t>(p.param)].name;
-        if (j >= r.params.size() || r.params[j].name != name || r.params[j].offset != p.world.begin - b.world.begin)
-          throw Error("layout mismatch: bucket " + std::to_string(b.index) + " of checkpoint " + dir +
-                      " places params differently (" + name + ")" + hint);
-      }
+}
+
+// The layout constraints of the types that store buffer space.
+void CheckLayout(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                 const std::string& dir) {
+  if (m.sharding_type != ShardingType::kDpReshardable &&
+      m.sharding_type != ShardingType::kDpZeroGatherScatter)
+    return;
+  const BufferLayout& l = opt.layout();
+  const std::string t = ShardingTypeName(m.sharding_type);
+  const std::vector<BucketRecord> none;
+  const std::vector<BucketRecord>& theirs = m.buffers.empty() ? none : m.buffers[0].buckets;
+  const std::string hint = " (bucket size " +
+                           std::to_string(m.buffers.empty() ? 0 : m.buffers[0].bucket_size) +
+                           " at save, " + std::to_string(l.bucket_size()) + " now); " + t +
+                           " can change only the DP size";
+  for (const Bucket& b : l.buckets()) {
+    if (static_cast<size_t>(b.index) >= theirs.size()) break;
+    const BucketRecord& r = theirs[static_cast<size_t>(b.index)];
+    if (r.numel_unpadded != b.numel_unpadded)
+      throw Error("layout mismatch: bucket " + std::to_string(b.index) + " has numel_unpadded " +
+                  std::to_string(r.numel_unpadded) + " in checkpoint " + dir + ", " +
+                  std::to_string(b.numel_unpadded) + " in this run" + hint);
+    for (size_t j = 0; j < b.params.size(); ++j) {
+      const PlacedParam& p = l.params()[static_cast<size_t>(b.params[j])];
+      const std::string& name = opt.params()[static_cast<size_t>(p.param)].name;
+      if (j >= r.params.size() || r.params[j].name != name ||
+          r.params[j].offset != p.world.begin - b.world.begin)
+        throw Error("layout mismatch: bucket " + std::to_string(b.index) + " of checkpoint " + dir +
+                    " places params differently (" + name + ")" + hint);
     }
-    if (theirs.size() != l.buckets().size())
-      throw Error("layout mismatch: checkpoint " + dir + " has " + std::to_string(theirs.size()) +
-                  " buckets, this run " + std::to_string(l.buckets().size()) + hint);
   }
-  // Tensor keys.
+  if (theirs.size() != l.buckets().size())
+    throw Error("layout mismatch: checkpoint " + dir + " has " + std::to_string(theirs.size()) +
+                " buckets, this run " + std::to_string(l.buckets().size()) + hint);
+}
+
+// The tensor keys: every expected one present (fully_reshardable accepts
+// fp32_param for the main param), no unexpected ones, unless allowed.
+void CheckTensorKeys(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                     const std::string& dir, const LoadOptions& o) {
   const std::set<std::string> expected = ExpectedCheckpointKeys(opt, m.sharding_type);
   std::vector<std::string> miss, extra;
   for (const auto& k : expected) {
     if (m.tensors.count(k)) continue;
-    // fully_reshardable also accepts fp32_param for the main param.
     const std::string alias = "optimizer.state.param.";
-    if (k.rfind(alias, 0) == 0 && m.tensors.count("optimizer.state.fp32_param." + k.substr(alias.size()))) continue;
+    if (k.rfind(alias, 0) == 0 &&
+        m.tensors.count("optimizer.state.fp32_param." + k.substr(alias.size())))
+      continue;
     miss.push_back(k);
   }
   for (const auto& [k, t] : m.tensors) {
     if (expected.count(k)) continue;
     const std::string alias = "optimizer.state.fp32_param.";
-    if (k.rfind(alias, 0) == 0 && expected.count("optimizer.state.param." + k.substr(alias.size()))) continue;
+    if (k.rfind(alias, 0) == 0 && expected.count("optimizer.state.param." + k.substr(alias.size())))
+      continue;
     extra.push_back(k);
   }
   // With allow_missing, missing state tensors are zero-filled; main params never are.
   std::vector<std::string> fatal_missing;
   for (const auto& k : miss) {
-    const bool is_main = k.find(".param.") != std::string::npos || k.find(".fp32_param.") != std::string::npos ||
+    const bool is_main = k.find(".param.") != std::string::npos ||
+                         k.find(".fp32_param.") != std::string::npos ||
                          (k.size() > 6 && k.compare(k.size() - 6, 6, ".param") == 0) ||
                          k.find("per_bucket_numel") != std::string::npos;
     if (!o.allow_missing || is_main) fatal_missing.push_back(k);
   }
   if (!fatal_missing.empty() || (!extra.empty() && !o.ignore_unexpected)) {
-    std::string msg = "checkpoint " + dir + " (" + ShardingTypeName(m.sharding_type) + ") does not match this run:";
+    std::string msg = "checkpoint " + dir + " (" + ShardingTypeName(m.sharding_type) +
+                      ") does not match this run:";
     if (!fatal_missing.empty()) msg += " missing tensor " + List(fatal_missing) + ";";
     if (!extra.empty() && !o.ignore_unexpected) msg += " unexpected tensor " + List(extra) + ";";
     throw Error(msg);
   }
+}
+
+// Checks what does not depend on this rank, most telling first.
+void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                           const std::string& dir, const LoadOptions& o) {
+  CheckSchemas(opt, m, dir, o);
+  CheckParams(opt, m, dir, o);
+  CheckGroups(opt, m, dir, o);
+  CheckLayout(opt, m, dir);
+  CheckTensorKeys(opt, m, dir, o);
+  CheckLrSchedule(opt, m, dir, o);
 }
 
 // Key and element range of `kind` of an owned piece.
@@ -495,7 +553,8 @@ std::pair<std::string, int64_t> Locate(const DistributedOptimizer& opt, const Ch
   const ShardingType t = r.metadata().sharding_type;
   switch (t) {
     case ShardingType::kDpReshardable:
-      return {DpReshardableKey(0, opt.model_dtype(), at::kFloat, p.bucket, kind), p.in_bucket.begin};
+      return {DpReshardableKey(0, opt.model_dtype(), at::kFloat, p.bucket, kind),
+              p.in_bucket.begin};
     case ShardingType::kDpZeroGatherScatter:
       return {DpZeroKey(0, opt.model_dtype(), at::kFloat, kind),
               bucket_prefix[static_cast<size_t>(p.bucket)] + p.in_bucket.begin};
@@ -516,6 +575,8 @@ void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir, const Loa
   Communicator& comm = opt.comm();
   std::vector<std::pair<at::Tensor, at::Tensor>> plan;  // (destination view, staged data)
   int64_t step = 0;
+  LrSchedule schedule;
+  double max_lr = 0.0;
   Agree(comm, "loading checkpoint " + dir, [&] {
     CheckpointReader reader(dir);
     const CheckpointMetadata& m = reader.metadata();
@@ -539,15 +600,21 @@ void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir, const Loa
         }
         const TensorRecord& rec = reader.Record(key);
         if (rec.dtype != dst.scalar_type())
-          throw Error("checkpoint " + dir + ": tensor " + key + " has dtype " + DtypeName(rec.dtype) +
-                      ", expected " + DtypeName(dst.scalar_type()));
+          throw Error("checkpoint " + dir + ": tensor " + key + " has dtype " +
+                      DtypeName(rec.dtype) + ", expected " + DtypeName(dst.scalar_type()));
         plan.push_back({dst, reader.ReadRange(key, begin, p.param_range.size())});
       }
     }
     step = m.step;
+    schedule = m.lr_schedule;
+    max_lr = m.max_lr;
   });
   for (auto& [dst, data] : plan) dst.copy_(data);
   opt.SetStep(step);
+  if (options.lr_schedule == LoadOptions::LrScheduleChoice::kCheckpoint) {
+    schedule.peak_lr = max_lr;
+    opt.SetLrSchedule(schedule);
+  }
   opt.RebuildModelParams();
 }
 
@@ -573,7 +640,8 @@ StateDict ReadModelSpace(CheckpointReader& reader) {
     const ParamInfo& p = m.params[i];
     auto schema = m.schemas.find(m.param_child[i]);
     if (schema == m.schemas.end())
-      throw Error(reader.dir() + ": param " + p.name + " names optimizer " + m.param_child[i] + " without a schema");
+      throw Error(reader.dir() + ": param " + p.name + " names optimizer " + m.param_child[i] +
+                  " without a schema");
     auto read = [&](const std::string& kind, bool main) -> at::Tensor {
       auto where = placed.find(p.name);
       if (m.layer_wise_owner.count(p.name) || where == placed.end() ||
@@ -587,13 +655,16 @@ StateDict ReadModelSpace(CheckpointReader& reader) {
       const std::string key = m.sharding_type == ShardingType::kDpReshardable
                                   ? DpReshardableKey(0, m.model_dtype, at::kFloat, bucket, kind)
                                   : DpZeroKey(0, m.model_dtype, at::kFloat, kind);
-      const int64_t begin = offset + (m.sharding_type == ShardingType::kDpReshardable ? 0 : prefix[static_cast<size_t>(bucket)]);
+      const int64_t begin = offset + (m.sharding_type == ShardingType::kDpReshardable
+                                          ? 0
+                                          : prefix[static_cast<size_t>(bucket)]);
       return reader.ReadRange(key, begin, p.Numel()).view(p.shape);
     };
     const at::Tensor main = read("param", true);
     sd.tensors[ParamKey(p.name)] = main.to(m.model_dtype);
     if (m.model_dtype != at::kFloat) sd.tensors[MainParamKey(p.name)] = main;
-    for (const auto& key : schema->second) sd.tensors[StateTensorKey(key, p.name)] = read(key, false);
+    for (const auto& key : schema->second)
+      sd.tensors[StateTensorKey(key, p.name)] = read(key, false);
   }
   return sd;
 }

@@ -27,16 +27,22 @@ struct LoadOptions {
   bool allow_missing = false;
   // Tensors this optimizer does not use are skipped instead of failing.
   bool ignore_unexpected = false;
+  // When the checkpoint's lr schedule (or peak lr) differs from the run's:
+  // fail (default), keep the run's (Megatron's override_opt_param_scheduler),
+  // or adopt the checkpoint's (use_checkpoint_opt_param_scheduler).
+  enum class LrScheduleChoice { kMustMatch, kRun, kCheckpoint };
+  LrScheduleChoice lr_schedule = LrScheduleChoice::kMustMatch;
 };
 
 // Loads `dir` into `opt` at this run's DP size. Validates everything first
-// (format version, sharding type, optimizer and schema, param names and
-// shapes, model dtype, param groups, layout constraints of the type, file
+// (format version, sharding type, optimizer and schema, lr schedule, param
+// names and shapes, model dtype, param groups, layout constraints of the type, file
 // presence and size, checksums of every chunk read) and changes no state
 // unless every rank succeeded; then sets the step and re-derives the model
 // params from the loaded main params on every rank. Throws Error naming the
 // key, file and rank.
-void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir, const LoadOptions& options = {});
+void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir,
+                    const LoadOptions& options = {});
 
 // The tensor keys `opt` reads from a checkpoint of `type` (all ranks').
 std::set<std::string> ExpectedCheckpointKeys(const DistributedOptimizer& opt, ShardingType type);

@@ -9,8 +9,8 @@
 
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
-#include "reference/error.h"
-#include "reference/schema.h"
+#include "spec/error.h"
+#include "spec/schema.h"
 
 namespace shardcheck {
 
@@ -18,10 +18,14 @@ namespace fs = std::filesystem;
 
 std::string ShardingTypeName(ShardingType t) {
   switch (t) {
-    case ShardingType::kDpReshardable: return "dp_reshardable";
-    case ShardingType::kFullyReshardable: return "fully_reshardable";
-    case ShardingType::kDpZeroGatherScatter: return "dp_zero_gather_scatter";
-    case ShardingType::kFullyShardedModelSpace: return "fully_sharded_model_space";
+    case ShardingType::kDpReshardable:
+      return "dp_reshardable";
+    case ShardingType::kFullyReshardable:
+      return "fully_reshardable";
+    case ShardingType::kDpZeroGatherScatter:
+      return "dp_zero_gather_scatter";
+    case ShardingType::kFullyShardedModelSpace:
+      return "fully_sharded_model_space";
   }
   return "?";
 }
@@ -49,10 +53,14 @@ std::string RankFileName(int rank) {
 
 std::string TorchDtypeName(c10::ScalarType t) {
   switch (t) {
-    case c10::kFloat: return "torch.float32";
-    case c10::kBFloat16: return "torch.bfloat16";
-    case c10::kHalf: return "torch.float16";
-    default: return "torch." + std::string(c10::toString(t));
+    case c10::kFloat:
+      return "torch.float32";
+    case c10::kBFloat16:
+      return "torch.bfloat16";
+    case c10::kHalf:
+      return "torch.float16";
+    default:
+      return "torch." + std::string(c10::toString(t));
   }
 }
 
@@ -83,7 +91,8 @@ int64_t TensorRecord::Numel() const {
 
 std::string Xxh3Hex(const void* data, size_t size) {
   char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(XXH3_64bits(data, size)));
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(data, size)));
   return buf;
 }
 
@@ -102,6 +111,9 @@ nlohmann::ordered_json CheckpointMetadata::ToJson() const {
   j["optimizer_config"] = optimizer_config;
   j["schemas"] = schemas;
   j["step"] = step;
+  auto schedule = LrScheduleJson(lr_schedule);
+  schedule["max_lr"] = max_lr;
+  j["lr_schedule"] = schedule;
   j["dp_size"] = dp_size;
   j["model_dtype"] = DtypeName(model_dtype);
   j["param_groups"] = nlohmann::ordered_json::array();
@@ -161,12 +173,16 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
   try {
     field = "format";
     if (j.at("format").get<std::string>() != kCheckpointFormatName)
-      throw Error(path + ": not a shardcheck checkpoint (format '" + j.at("format").get<std::string>() + "')");
+      throw Error(path + ": not a shardcheck checkpoint (format '" +
+                  j.at("format").get<std::string>() + "')");
     field = "format_version";
     m.format_version = j.at("format_version").get<int>();
-    if (m.format_version != kCheckpointFormatVersion)
+    if (m.format_version < kOldestReadableFormatVersion ||
+        m.format_version > kCheckpointFormatVersion)
       throw Error(path + ": unknown format version " + std::to_string(m.format_version) +
-                  " (this shardcheck reads version " + std::to_string(kCheckpointFormatVersion) + ")");
+                  " (this shardcheck reads versions " +
+                  std::to_string(kOldestReadableFormatVersion) + " to " +
+                  std::to_string(kCheckpointFormatVersion) + ")");
     field = "sharding_type";
     m.sharding_type = ParseShardingType(j.at("sharding_type").get<std::string>());
     field = "optimizer";
@@ -176,6 +192,14 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
     m.schemas = j.at("schemas").get<std::map<std::string, std::vector<std::string>>>();
     field = "step";
     m.step = j.at("step").get<int64_t>();
+    field = "lr_schedule";
+    if (m.format_version >= 2) {
+      m.lr_schedule = LrScheduleFromJson(j.at("lr_schedule"));
+      m.max_lr = j.at("lr_schedule").at("max_lr").get<double>();
+    } else {
+      // Version 1 knew no schedule: constant at the first child's lr.
+      m.max_lr = j.at("optimizer_config").at("children").at(0).at("lr").get<double>();
+    }
     field = "dp_size";
     m.dp_size = j.at("dp_size").get<int>();
     field = "model_dtype";
@@ -187,7 +211,8 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
                           g.at("params").get<std::vector<std::string>>()});
     field = "params";
     for (const auto& p : j.at("params")) {
-      m.params.push_back({p.at("name").get<std::string>(), p.at("shape").get<std::vector<int64_t>>(),
+      m.params.push_back({p.at("name").get<std::string>(),
+                          p.at("shape").get<std::vector<int64_t>>(),
                           ParseRole(p.at("role").get<std::string>())});
       m.param_child.push_back(p.at("optimizer").get<std::string>());
     }
@@ -254,7 +279,8 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
 }
 
 CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
-  if (!fs::is_directory(dir)) throw Error("checkpoint " + dir + " does not exist or is not a folder");
+  if (!fs::is_directory(dir))
+    throw Error("checkpoint " + dir + " does not exist or is not a folder");
   const std::string meta_path = (fs::path(dir) / kMetadataFile).string();
   if (!fs::exists(meta_path))
     throw Error("checkpoint " + dir + " has no " + kMetadataFile +
@@ -274,7 +300,8 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
       auto it = files.find(c.file);
       if (it == files.end()) {
         if (!fs::exists(path))
-          throw Error("checkpoint " + dir + ": file " + c.file + " is missing (tensor " + key + ")");
+          throw Error("checkpoint " + dir + ": file " + c.file + " is missing (tensor " + key +
+                      ")");
         it = files.emplace(c.file, ReadSafetensorsHeader(path)).first;
       }
       const SafetensorsFile& f = it->second;
@@ -305,9 +332,11 @@ const at::Tensor& CheckpointReader::Chunk(const TensorRecord& t, const ChunkReco
   if (!in) throw Error("cannot open " + path + " (tensor " + t.key + ")");
   at::Tensor data = at::empty({c.numel}, at::TensorOptions().dtype(t.dtype));
   in.seekg(static_cast<std::streamoff>(c.byte_begin));
-  in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(c.byte_end - c.byte_begin));
-  if (!in) throw Error(path + ", tensor " + c.name + ": truncated (cannot read bytes " +
-                       std::to_string(c.byte_begin) + ".." + std::to_string(c.byte_end) + ")");
+  in.read(static_cast<char*>(data.data_ptr()),
+          static_cast<std::streamsize>(c.byte_end - c.byte_begin));
+  if (!in)
+    throw Error(path + ", tensor " + c.name + ": truncated (cannot read bytes " +
+                std::to_string(c.byte_begin) + ".." + std::to_string(c.byte_end) + ")");
   const std::string sum = Xxh3Hex(data.data_ptr(), c.byte_end - c.byte_begin);
   if (sum != c.xxh3)
     throw Error("checksum mismatch in " + c.file + ", tensor " + t.key + " (elements " +

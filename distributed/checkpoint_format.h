@@ -14,16 +14,25 @@
 #include <string>
 #include <vector>
 
-#include "reference/params.h"
-#include "reference/state_dict.h"
+#include "spec/lr_schedule.h"
+#include "spec/params.h"
+#include "spec/state_dict.h"
 
 namespace shardcheck {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version 2 added the lr schedule. Version 1 is still read: its schedule is
+// taken as constant at the lr of its first child (docs/checkpoint-format.md).
+inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr int kOldestReadableFormatVersion = 1;
 inline constexpr const char* kCheckpointFormatName = "shardcheck-checkpoint";
 inline constexpr const char* kMetadataFile = "metadata.json";
 
-enum class ShardingType { kDpReshardable, kFullyReshardable, kDpZeroGatherScatter, kFullyShardedModelSpace };
+enum class ShardingType {
+  kDpReshardable,
+  kFullyReshardable,
+  kDpZeroGatherScatter,
+  kFullyShardedModelSpace
+};
 
 std::string ShardingTypeName(ShardingType t);
 // Throws Error listing the four names.
@@ -46,23 +55,23 @@ std::string ModelSpaceKey(const std::string& kind, const std::string& param);
 struct ChunkRecord {
   int64_t offset = 0;  // first element, in the flattened global tensor
   int64_t numel = 0;
-  std::string file;    // relative to the checkpoint folder
-  std::string name;    // tensor name inside the file
+  std::string file;                       // relative to the checkpoint folder
+  std::string name;                       // tensor name inside the file
   uint64_t byte_begin = 0, byte_end = 0;  // absolute byte range in the file
-  std::string xxh3;    // 16 hex digits of XXH3-64 over those bytes
+  std::string xxh3;                       // 16 hex digits of XXH3-64 over those bytes
 };
 
 struct TensorRecord {
   std::string key;
   c10::ScalarType dtype = c10::kFloat;
-  std::vector<int64_t> shape;  // global shape
+  std::vector<int64_t> shape;       // global shape
   std::vector<ChunkRecord> chunks;  // sorted by offset, disjoint
   int64_t Numel() const;
 };
 
 // A bucket of the layout fingerprint with its params' places.
 struct BucketRecord {
-  int64_t numel = 0;           // padded
+  int64_t numel = 0;  // padded
   int64_t numel_unpadded = 0;
   struct Member {
     std::string name;
@@ -81,18 +90,20 @@ struct BufferRecord {
 struct CheckpointMetadata {
   int format_version = kCheckpointFormatVersion;
   ShardingType sharding_type = ShardingType::kDpReshardable;
-  std::string optimizer;              // setup name
+  std::string optimizer;                    // setup name
   nlohmann::ordered_json optimizer_config;  // children with config and schema
-  // Child kind -> its schema keys, e.g. {"muon": ["momentum_buffer"], "lion": ["exp_avg"]}.
+  // Child kind -> its schema keys, as each child's registry entry declares them.
   std::map<std::string, std::vector<std::string>> schemas;
   int64_t step = 0;
-  std::vector<GroupRecord> groups;    // params listed by name (identifying keys + membership)
+  LrSchedule lr_schedule;           // the schedule the run followed up to `step`
+  double max_lr = 0.0;              // the run's lr: the schedule's peak
+  std::vector<GroupRecord> groups;  // params listed by name (identifying keys + membership)
   int dp_size = 1;
   c10::ScalarType model_dtype = c10::kFloat;
-  std::vector<ParamInfo> params;      // registration order
-  std::vector<std::string> param_child;  // child kind owning each param
-  std::vector<BufferRecord> buffers;  // layout fingerprint of the sharded child
-  std::map<std::string, int> layer_wise_owner;  // Muon param name -> rank at save
+  std::vector<ParamInfo> params;                // registration order
+  std::vector<std::string> param_child;         // child kind owning each param
+  std::vector<BufferRecord> buffers;            // layout fingerprint of the sharded child
+  std::map<std::string, int> layer_wise_owner;  // layer-wise param name -> rank at save
   std::map<std::string, TensorRecord> tensors;
 
   nlohmann::ordered_json ToJson() const;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 namespace {

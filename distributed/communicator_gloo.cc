@@ -1,15 +1,15 @@
 #include "distributed/communicator_gloo.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "distributed/communicator_error.h"
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 namespace {

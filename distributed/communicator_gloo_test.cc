@@ -10,7 +10,8 @@
 #include <thread>
 
 #include "distributed/communicator_error.h"
-#include "reference/error.h"
+#include "spec/error.h"
+#include "testing/rank_inputs.h"
 
 namespace shardcheck {
 namespace {
@@ -19,39 +20,6 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kTimeout{10000};
 constexpr uint64_t kSeed = 20240611;
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  uint64_t z = x;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t Draw(uint64_t seed, int rank, int64_t i) {
-  return SplitMix64(SplitMix64(SplitMix64(seed) ^ static_cast<uint64_t>(rank)) ^
-                    static_cast<uint64_t>(i));
-}
-
-// Small integers in [-64, 63] as `dtype`: every sum over <= 4 ranks is exact
-// in every dtype, bf16 included, so sums have one right answer.
-at::Tensor Values(uint64_t seed, int rank, int64_t n, at::ScalarType dtype) {
-  at::Tensor t = at::empty({n}, at::kLong);
-  auto* p = t.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = static_cast<int64_t>((Draw(seed, rank, i) >> 40) & 127) - 64;
-  return t.to(dtype);
-}
-
-// Arbitrary bit patterns as `dtype` (NaNs and denormals included): what a
-// byte-moving collective must deliver unchanged.
-at::Tensor Bits(uint64_t seed, int rank, int64_t n, at::ScalarType dtype) {
-  const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
-  at::Tensor t = at::empty({n * item}, at::kByte);
-  auto* p = t.data_ptr<uint8_t>();
-  for (int64_t i = 0; i < n * item; ++i) p[i] = static_cast<uint8_t>(Draw(seed, rank, i) >> 56);
-  return t.view(dtype);
-}
 
 // Throws Error unless `actual` and `expected` have the same dtype, shape and bytes.
 void ExpectSameBytes(const at::Tensor& actual, const at::Tensor& expected,
@@ -95,11 +63,12 @@ TEST_P(GlooCollectives, ReduceScatterSumIsSliceOfSum) {
   ExpectAllRanksOk(RunGlooRanksInProcess(world, kTimeout, [&](Communicator& comm) {
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1037}}) {
       for (at::ScalarType dt : kSumTypes) {
-        at::Tensor input = Values(kSeed + n, comm.rank(), world * n, dt);
+        at::Tensor input = RankValues(kSeed + n, comm.rank(), world * n, dt);
         at::Tensor output = at::full({n}, 7, dt);
         comm.ReduceScatterSum(input, output);
         at::Tensor sum = at::zeros({world * n}, at::kDouble);
-        for (int r = 0; r < world; ++r) sum += Values(kSeed + n, r, world * n, at::kDouble);
+        for (int r = 0; r < world; ++r)
+          sum += RankValues(kSeed + n, r, world * n, dt).to(at::kDouble);
         ExpectSameBytes(
             output, sum.narrow(0, comm.rank() * n, n).to(dt),
             "reduce_scatter " + std::string(c10::toString(dt)) + " n=" + std::to_string(n));
@@ -114,9 +83,9 @@ TEST_P(GlooCollectives, AllGatherIsConcatenation) {
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1037}}) {
       for (at::ScalarType dt : kMoveTypes) {
         at::Tensor output = at::empty({world * n}, dt);
-        comm.AllGather(Bits(kSeed, comm.rank(), n, dt), output);
+        comm.AllGather(RankBits(kSeed, comm.rank(), n, dt), output);
         std::vector<at::Tensor> parts;
-        for (int r = 0; r < world; ++r) parts.push_back(Bits(kSeed, r, n, dt));
+        for (int r = 0; r < world; ++r) parts.push_back(RankBits(kSeed, r, n, dt));
         ExpectSameBytes(output, at::cat(parts), "all_gather " + std::string(c10::toString(dt)));
       }
     }
@@ -128,11 +97,11 @@ TEST_P(GlooCollectives, AllReduceIsElementwiseSumOrMax) {
   ExpectAllRanksOk(RunGlooRanksInProcess(world, kTimeout, [&](Communicator& comm) {
     for (at::ScalarType dt : kSumTypes) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
-        at::Tensor t = Values(kSeed, comm.rank(), 999, dt).view({37, 27});
+        at::Tensor t = RankValues(kSeed, comm.rank(), 999, dt).view({37, 27});
         comm.AllReduce(t, op);
-        at::Tensor expected = Values(kSeed, 0, 999, at::kDouble);
+        at::Tensor expected = RankValues(kSeed, 0, 999, dt).to(at::kDouble);
         for (int r = 1; r < world; ++r) {
-          at::Tensor v = Values(kSeed, r, 999, at::kDouble);
+          at::Tensor v = RankValues(kSeed, r, 999, dt).to(at::kDouble);
           expected = op == ReduceOp::kSum ? expected + v : at::maximum(expected, v);
         }
         ExpectSameBytes(t, expected.to(dt).view({37, 27}),
@@ -141,11 +110,11 @@ TEST_P(GlooCollectives, AllReduceIsElementwiseSumOrMax) {
       }
     }
     // A non-contiguous tensor is reduced in place too.
-    at::Tensor base = Values(kSeed, comm.rank(), 200, at::kFloat).view({10, 20});
+    at::Tensor base = RankValues(kSeed, comm.rank(), 200, at::kFloat).view({10, 20});
     at::Tensor column_major = base.t();
     comm.AllReduce(column_major, ReduceOp::kSum);
     at::Tensor expected = at::zeros({200}, at::kFloat);
-    for (int r = 0; r < world; ++r) expected += Values(kSeed, r, 200, at::kFloat);
+    for (int r = 0; r < world; ++r) expected += RankValues(kSeed, r, 200, at::kFloat);
     ExpectSameBytes(base, expected.view({10, 20}), "all_reduce of a transposed view");
   }));
 }
@@ -155,9 +124,9 @@ TEST_P(GlooCollectives, BroadcastCopiesRootBytes) {
   ExpectAllRanksOk(RunGlooRanksInProcess(world, kTimeout, [&](Communicator& comm) {
     for (int root = 0; root < world; ++root) {
       for (at::ScalarType dt : kMoveTypes) {
-        at::Tensor t = Bits(kSeed + root, comm.rank(), 555, dt).view({5, 111});
+        at::Tensor t = RankBits(kSeed + root, comm.rank(), 555, dt).view({5, 111});
         comm.Broadcast(t, root);
-        ExpectSameBytes(t, Bits(kSeed + root, root, 555, dt).view({5, 111}),
+        ExpectSameBytes(t, RankBits(kSeed + root, root, 555, dt).view({5, 111}),
                         "broadcast from " + std::to_string(root) + " " + c10::toString(dt));
       }
       at::Tensor scalar = at::scalar_tensor(comm.rank() + 0.5, at::kBFloat16);
@@ -173,14 +142,14 @@ TEST_P(GlooCollectives, GatherDeliversEveryRankInOrderToRoot) {
     for (int root = 0; root < world; ++root) {
       for (at::ScalarType dt : kMoveTypes) {
         std::vector<at::Tensor> got =
-            comm.Gather(Bits(kSeed, comm.rank(), 64, dt).view({8, 8}), root);
+            comm.Gather(RankBits(kSeed, comm.rank(), 64, dt).view({8, 8}), root);
         if (comm.rank() != root) {
           if (!got.empty()) throw Error("gather: non-root rank received tensors");
           continue;
         }
         if (static_cast<int>(got.size()) != world) throw Error("gather: wrong count");
         for (int r = 0; r < world; ++r) {
-          ExpectSameBytes(got[static_cast<size_t>(r)], Bits(kSeed, r, 64, dt).view({8, 8}),
+          ExpectSameBytes(got[static_cast<size_t>(r)], RankBits(kSeed, r, 64, dt).view({8, 8}),
                           "gather to " + std::to_string(root) + " from " + std::to_string(r));
         }
       }

@@ -5,7 +5,7 @@
 
 #include "distributed/communicator_nccl.h"
 
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 

@@ -3,11 +3,20 @@
 #include <algorithm>
 #include <cmath>
 
-#include "distributed/layer_wise.h"
-#include "distributed/shard_update.h"
-#include "reference/error.h"
+#include "spec/error.h"
+#include "spec/registry.h"
 
 namespace shardcheck {
+
+namespace {
+
+int ChildWithPlacement(const std::vector<ChildOptimizer>& children, Placement p) {
+  for (size_t c = 0; c < children.size(); ++c)
+    if (children[c].config.spec().placement == p) return static_cast<int>(c);
+  return -1;
+}
+
+}  // namespace
 
 DistributedOptimizer::DistributedOptimizer(const OptimizerSetup& setup,
                                            const std::vector<ParamInfo>& params,
@@ -17,13 +26,21 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerSetup& setup,
   setup_.Validate();
   if (model_dtype_ != at::kFloat && model_dtype_ != at::kBFloat16)
     throw Error("distributed optimizer: model dtype must be fp32 or bf16");
+  lr_schedule_ = setup_.lr_schedule;
   children_ = RouteParams(setup_, params_);
   child_of_.assign(params_.size(), 0);
   for (size_t c = 0; c < children_.size(); ++c)
     for (int i : children_[c].params) child_of_[static_cast<size_t>(i)] = static_cast<int>(c);
-  sharded_child_ = setup_.IsMuon() ? 1 : 0;
-  const int dp = comm_.size(), rank = comm_.rank();
+  sharded_child_ = ChildWithPlacement(children_, Placement::kElementwise);
+  layer_wise_child_ = ChildWithPlacement(children_, Placement::kWholeParam);
+  if (sharded_child_ < 0)
+    throw Error("distributed optimizer: setup " + setup_.name + " has no elementwise child");
+  BuildSharded(opts);
+  if (layer_wise_child_ >= 0) BuildLayerWise();
+}
 
+void DistributedOptimizer::BuildSharded(const DistOptions& opts) {
+  const int dp = comm_.size(), rank = comm_.rank();
   // The sharded buffer: params of the elementwise child, registration order.
   std::vector<BufferParamSpec> specs;
   for (int i : children_[static_cast<size_t>(sharded_child_)].params)
@@ -41,37 +58,40 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerSetup& setup,
   main_ = at::zeros({owned}, at::kFloat);
   for (const StateKey& k : children_[static_cast<size_t>(sharded_child_)].schema.keys)
     state_.push_back(at::zeros({owned}, at::TensorOptions().dtype(k.dtype)));
+}
 
-  // Layer-wise Muon params: whole matrices, LPT-assigned to ranks.
-  if (setup_.IsMuon()) {
-    std::vector<std::vector<int64_t>> shapes;
-    for (int i : children_[0].params) {
-      if (params_[static_cast<size_t>(i)].shape.size() != 2)
-        throw Error("distributed optimizer: Muon got a non-2-D param " +
-                    params_[static_cast<size_t>(i)].name);
-      shapes.push_back(params_[static_cast<size_t>(i)].shape);
-    }
-    const std::vector<int> owner = AssignLayerWise(shapes, dp);
-    const StateSchema& schema = children_[0].schema;
-    int64_t offset = 0;
-    for (size_t j = 0; j < children_[0].params.size(); ++j) {
-      const int i = children_[0].params[j];
-      const ParamInfo& p = params_[static_cast<size_t>(i)];
-      LayerWiseParam lw;
-      lw.param = i;
-      lw.owner = owner[j];
-      lw.offset = offset;
-      lw.model = at::zeros(p.shape, at::TensorOptions().dtype(model_dtype_));
-      if (lw.owner == rank) {
-        lw.main = at::zeros(p.shape, at::kFloat);
-        lw.momentum = at::zeros(p.shape, at::TensorOptions().dtype(schema.keys.at(0).dtype));
-      }
-      offset += p.Numel();
-      lw_owner_.push_back({i, lw.owner});
-      lw_.push_back(std::move(lw));
-    }
-    lw_grad_ = at::zeros({offset}, at::kFloat);
+void DistributedOptimizer::BuildLayerWise() {
+  // Whole params, LPT-assigned to ranks on the Newton–Schulz cost.
+  const ChildOptimizer& child = children_[static_cast<size_t>(layer_wise_child_)];
+  const OptimizerSpec& spec = child.config.spec();
+  std::vector<std::vector<int64_t>> shapes;
+  for (int i : child.params) {
+    const ParamInfo& p = params_[static_cast<size_t>(i)];
+    if (spec.needs_2d && p.shape.size() != 2)
+      throw Error("distributed optimizer: " + spec.name + " got a non-2-D param " + p.name);
+    // The cost model wants a matrix: a 1-D param counts as a row.
+    shapes.push_back(p.shape.size() == 2 ? p.shape : std::vector<int64_t>{1, p.Numel()});
   }
+  const std::vector<int> owner = AssignLayerWise(shapes, comm_.size());
+  int64_t offset = 0;
+  for (size_t j = 0; j < child.params.size(); ++j) {
+    const int i = child.params[j];
+    const ParamInfo& p = params_[static_cast<size_t>(i)];
+    LayerWiseParam lw;
+    lw.param = i;
+    lw.owner = owner[j];
+    lw.offset = offset;
+    lw.model = at::zeros(p.shape, at::TensorOptions().dtype(model_dtype_));
+    if (lw.owner == comm_.rank()) {
+      lw.main = at::zeros(p.shape, at::kFloat);
+      for (const StateKey& k : child.schema.keys)
+        lw.state.push_back(at::zeros(p.shape, at::TensorOptions().dtype(k.dtype)));
+    }
+    offset += p.Numel();
+    lw_owner_.push_back({i, lw.owner});
+    lw_.push_back(std::move(lw));
+  }
+  lw_grad_ = at::zeros({offset}, at::kFloat);
 }
 
 void DistributedOptimizer::SetParams(const std::vector<at::Tensor>& full) {
@@ -84,7 +104,8 @@ void DistributedOptimizer::SetParams(const std::vector<at::Tensor>& full) {
                   " has the wrong shape or dtype");
   }
   for (const PlacedParam& p : layout_.params())
-    param_buffer_.narrow(0, p.world.begin, p.numel).copy_(full[static_cast<size_t>(p.param)].reshape({-1}));
+    param_buffer_.narrow(0, p.world.begin, p.numel)
+        .copy_(full[static_cast<size_t>(p.param)].reshape({-1}));
   for (const Slice& s : slices_) {
     const at::Tensor src = full[static_cast<size_t>(s.where.param)].reshape({-1});
     main_.narrow(0, s.offset, s.where.param_range.size())
@@ -125,14 +146,28 @@ at::Tensor DistributedOptimizer::ModelParam(int i) const {
 
 void DistributedOptimizer::Step() {
   ++step_;
-  // 1. Reduce the gradients: reduce-scatter per bucket, all-reduce for Muon.
+  // 1. Reduce the gradients: reduce-scatter per bucket, all-reduce layer-wise.
+  ReduceGrads();
+  // 2. Global grad norm in fp64 over what each rank owns; clip coefficient.
+  last_grad_norm_ = GradNorm();
+  const float clip = ClipCoefficient(setup_.max_grad_norm, last_grad_norm_);
+  // 3-5. Inner updates with this step's lr, main -> model, all-gathers.
+  const double factor = lr_schedule_.Factor(step_, setup_.main.lr());
+  last_lr_ = setup_.main.lr() * factor;
+  StepSharded(clip, factor);
+  GatherBuckets();
+  if (!lw_.empty()) StepLayerWise(clip, factor);
+}
+
+void DistributedOptimizer::ReduceGrads() {
   for (const Bucket& b : layout_.buckets()) {
     at::Tensor& shard = grad_shards_[static_cast<size_t>(b.index)];
     comm_.ReduceScatterSum(grad_buffer_.narrow(0, b.world.begin, b.world.size()), shard);
   }
   if (lw_grad_.defined() && lw_grad_.numel() > 0) comm_.AllReduce(lw_grad_, ReduceOp::kSum);
+}
 
-  // 2. Global grad norm in fp64 over what this rank owns; all-reduced.
+double DistributedOptimizer::GradNorm() {
   double sumsq = 0.0;
   for (const Slice& s : slices_) {
     const at::Tensor g = grad_shards_[static_cast<size_t>(s.where.bucket)].narrow(
@@ -141,49 +176,57 @@ void DistributedOptimizer::Step() {
   }
   for (const LayerWiseParam& lw : lw_) {
     if (lw.owner != comm_.rank()) continue;
-    sumsq += lw_grad_.narrow(0, lw.offset, lw.model.numel()).to(at::kDouble).square().sum().item<double>();
+    sumsq += lw_grad_.narrow(0, lw.offset, lw.model.numel())
+                 .to(at::kDouble)
+                 .square()
+                 .sum()
+                 .item<double>();
   }
   at::Tensor total = at::full({1}, sumsq, at::kDouble);
   comm_.AllReduce(total, ReduceOp::kSum);
-  last_grad_norm_ = std::sqrt(total.item<double>());
-  const float clip = ClipCoefficient(setup_.max_grad_norm, last_grad_norm_);
-
-  // 3-5. Inner updates, main -> model copies, all-gathers.
-  StepSharded(clip);
-  if (!lw_.empty()) StepLayerWise(clip);
+  return std::sqrt(total.item<double>());
 }
 
-void DistributedOptimizer::StepSharded(float clip) {
+void DistributedOptimizer::StepSharded(float clip, double lr_factor) {
   const OptimizerConfig& c = children_[static_cast<size_t>(sharded_child_)].config;
+  const ElementwiseKernel& kernel = FindOptimizer(c.kind()).elementwise;
+  const bool bf16 = model_dtype_ == at::kBFloat16;
+  ScalarBlock scalars;
+  double prepared_wd_mult = -1.0;
   for (const Slice& s : slices_) {
     const int64_t n = s.where.gbuf_world.size();
-    at::Tensor g = grad_shards_[static_cast<size_t>(s.where.bucket)].narrow(0, s.where.gbuf_local.begin, n);
+    at::Tensor g =
+        grad_shards_[static_cast<size_t>(s.where.bucket)].narrow(0, s.where.gbuf_local.begin, n);
     if (clip != 1.0f) g.mul_(clip);
-    float* p = main_.data_ptr<float>() + s.offset;
-    const float* gp = g.data_ptr<float>();
-    switch (c.kind) {
-      case OptimizerKind::kAdam:
-      case OptimizerKind::kAdamW:
-        AdamShardUpdate(PrepareAdam(c, s.wd_mult, step_), p, gp,
-                        state_[0].data_ptr<float>() + s.offset,
-                        state_[1].data_ptr<float>() + s.offset, n);
-        break;
-      case OptimizerKind::kLion:
-        LionShardUpdate(PrepareLion(c, s.wd_mult), p, gp, state_[0].data_ptr<float>() + s.offset, n);
-        break;
-      case OptimizerKind::kMuon:
-        throw Error("distributed optimizer: Muon cannot run sharded elementwise");
+    if (s.wd_mult != prepared_wd_mult) {  // the scalars of this slice's param group
+      kernel.prepare({&c, step_, c.lr() * lr_factor, c.weight_decay() * s.wd_mult}, scalars);
+      prepared_wd_mult = s.wd_mult;
     }
+    ElementwiseSpan span;
+    span.numel = n;
+    span.main = main_.data_ptr<float>() + s.offset;
+    span.grad = g.data_ptr<float>();
+    for (size_t k = 0; k < state_.size(); ++k)
+      span.state[k] = state_[k].data_ptr<float>() + s.offset;
+    // The updated param goes straight into the param buffer, rounded to the model dtype.
+    if (bf16)
+      span.model_bf16 = reinterpret_cast<uint16_t*>(param_buffer_.data_ptr<at::BFloat16>()) +
+                        s.where.gbuf_world.begin;
+    else
+      span.model_fp32 = param_buffer_.data_ptr<float>() + s.where.gbuf_world.begin;
+    kernel.run_cpu(scalars, span);
   }
-  GatherSharded();
 }
 
-void DistributedOptimizer::GatherSharded() {
+void DistributedOptimizer::CopyMainToModel() {
   // The model param is the main param rounded to the model dtype.
   for (const Slice& s : slices_) {
     const int64_t n = s.where.gbuf_world.size();
     param_buffer_.narrow(0, s.where.gbuf_world.begin, n).copy_(main_.narrow(0, s.offset, n));
   }
+}
+
+void DistributedOptimizer::GatherBuckets() {
   for (const Bucket& b : layout_.buckets()) {
     const Range shard = layout_.ShardRange(b.index, comm_.rank());
     const at::Tensor mine = param_buffer_.narrow(0, shard.begin, shard.size()).clone();
@@ -192,20 +235,22 @@ void DistributedOptimizer::GatherSharded() {
   }
 }
 
-void DistributedOptimizer::StepLayerWise(float clip) {
-  const OptimizerConfig& c = children_[0].config;
+void DistributedOptimizer::StepLayerWise(float clip, double lr_factor) {
+  const OptimizerConfig& c = children_[static_cast<size_t>(layer_wise_child_)].config;
+  const WholeParamKernel kernel = FindOptimizer(c.kind()).whole_param;
   for (LayerWiseParam& lw : lw_) {
     if (lw.owner != comm_.rank()) continue;
     at::Tensor g = lw_grad_.narrow(0, lw.offset, lw.model.numel()).view(lw.model.sizes());
     if (clip != 1.0f) g.mul_(clip);
-    LayerWiseMuonUpdate(c, params_[static_cast<size_t>(lw.param)].DefaultWdMult(), lw.main, g,
-                        lw.momentum);
+    const double wd_mult = params_[static_cast<size_t>(lw.param)].DefaultWdMult();
+    kernel({&c, step_, c.lr() * lr_factor, c.weight_decay() * wd_mult}, lw.main, g, lw.state);
   }
   GatherLayerWise();
 }
 
 void DistributedOptimizer::RebuildModelParams() {
-  GatherSharded();
+  CopyMainToModel();
+  GatherBuckets();
   if (!lw_.empty()) GatherLayerWise();
 }
 
@@ -236,29 +281,19 @@ void DistributedOptimizer::GatherLayerWise() {
 }
 
 std::vector<OwnedPiece> DistributedOptimizer::Owned() {
-  std::vector<OwnedPiece> out;
+  std::vector<OwnedPiece> out = PiecesOf(comm_.rank());
+  size_t next = 0;
   for (const Slice& s : slices_) {
-    OwnedPiece p;
-    p.param = s.where.param;
-    p.child = sharded_child_;
-    p.param_range = s.where.param_range;
-    p.bucket = s.where.bucket;
-    p.in_bucket = s.where.gbuf_world_in_bucket;
-    p.local = s.where.gbuf_local;
+    OwnedPiece& p = out[next++];
     const int64_t n = s.where.gbuf_world.size();
     p.main = main_.narrow(0, s.offset, n);
     for (auto& t : state_) p.state.push_back(t.narrow(0, s.offset, n));
-    out.push_back(std::move(p));
   }
   for (LayerWiseParam& lw : lw_) {
     if (lw.owner != comm_.rank()) continue;
-    OwnedPiece p;
-    p.param = lw.param;
-    p.child = 0;
-    p.param_range = {0, lw.model.numel()};
+    OwnedPiece& p = out[next++];
     p.main = lw.main.view({-1});
-    p.state.push_back(lw.momentum.view({-1}));
-    out.push_back(std::move(p));
+    for (auto& t : lw.state) p.state.push_back(t.view({-1}));
   }
   return out;
 }
@@ -279,7 +314,7 @@ std::vector<OwnedPiece> DistributedOptimizer::PiecesOf(int rank) const {
     if (lw.owner != rank) continue;
     OwnedPiece p;
     p.param = lw.param;
-    p.child = 0;
+    p.child = layer_wise_child_;
     p.param_range = {0, lw.model.numel()};
     out.push_back(std::move(p));
   }
@@ -288,25 +323,32 @@ std::vector<OwnedPiece> DistributedOptimizer::PiecesOf(int rank) const {
 
 MemoryFigures DistributedOptimizer::Memory() const {
   MemoryFigures m;
-  auto add = [&](const std::string& child, const std::string& key, int64_t elements, int64_t bytes) {
+  auto add = [&](const std::string& child, const std::string& key, int64_t elements,
+                 int64_t bytes) {
     m.entries.push_back({child, key, elements, bytes});
     m.total_bytes += bytes;
   };
   const ChildOptimizer& sharded = children_[static_cast<size_t>(sharded_child_)];
-  const std::string sk = KindName(sharded.config.kind);
+  const std::string sk = sharded.config.kind();
   add(sk, "main_param", main_.numel(), main_.numel() * 4);
   for (size_t k = 0; k < sharded.schema.keys.size(); ++k)
-    add(sk, sharded.schema.keys[k].name, state_[k].numel(), state_[k].numel() * state_[k].element_size());
+    add(sk, sharded.schema.keys[k].name, state_[k].numel(),
+        state_[k].numel() * state_[k].element_size());
   m.owned_elements = main_.numel();
-  if (setup_.IsMuon()) {
-    int64_t elements = 0, state_bytes = 0;
+  if (layer_wise_child_ >= 0) {
+    const ChildOptimizer& child = children_[static_cast<size_t>(layer_wise_child_)];
+    const std::string kind = child.config.kind();
+    int64_t elements = 0;
+    std::vector<int64_t> state_bytes(child.schema.keys.size(), 0);
     for (const LayerWiseParam& lw : lw_) {
       if (!lw.main.defined()) continue;
       elements += lw.main.numel();
-      state_bytes += lw.momentum.numel() * lw.momentum.element_size();
+      for (size_t k = 0; k < lw.state.size(); ++k)
+        state_bytes[k] += lw.state[k].numel() * lw.state[k].element_size();
     }
-    add("muon", "main_param", elements, elements * 4);
-    add("muon", children_[0].schema.keys.at(0).name, elements, state_bytes);
+    add(kind, "main_param", elements, elements * 4);
+    for (size_t k = 0; k < child.schema.keys.size(); ++k)
+      add(kind, child.schema.keys[k].name, elements, state_bytes[k]);
     m.owned_elements += elements;
   }
   return m;

@@ -2,9 +2,11 @@
 // flat fp32 grad buffer and model-dtype param buffer in the Megatron layout,
 // per-bucket DP shards, reduce-scatter / all-gather, fp32 main params and
 // optimizer state only for this rank's shard, allocated from the inner
-// optimizer's state schema. For Muon setups the 2-D hidden weights go to a
-// layer-wise optimizer instead (whole matrices per rank) and the rest to
-// the sharded scalar optimizer; both share one step counter.
+// optimizer's state schema and updated by its registered fused kernel. For
+// composite setups (Muon + scalar) the whole-param child's params (2-D hidden
+// weights) go to a layer-wise optimizer instead (whole matrices per rank,
+// every key of that child's schema) and the rest to the sharded scalar
+// optimizer; both share one step counter and the lr schedule.
 //
 // One instance per rank; not thread-safe.
 #pragma once
@@ -18,9 +20,10 @@
 
 #include "distributed/communicator.h"
 #include "distributed/layout.h"
-#include "reference/config.h"
-#include "reference/params.h"
-#include "reference/routing.h"
+#include "spec/config.h"
+#include "spec/lr_schedule.h"
+#include "spec/params.h"
+#include "spec/routing.h"
 
 namespace shardcheck {
 
@@ -31,7 +34,7 @@ struct DistOptions {
 // Bytes this rank holds for main params and each state key.
 struct MemoryFigures {
   struct Entry {
-    std::string child;  // optimizer kind of the child, e.g. "lion"
+    std::string child;  // the child's kind
     std::string key;    // "main_param" or a state key of that child's schema
     int64_t elements = 0;
     int64_t bytes = 0;
@@ -57,7 +60,8 @@ struct OwnedPiece {
 
 class DistributedOptimizer {
  public:
-  // Throws Error on an invalid setup or a Muon setup with a non-2-D Muon param.
+  // Throws Error on an invalid setup, or a whole-param kind that needs 2-D
+  // params getting another.
   DistributedOptimizer(const OptimizerSetup& setup, const std::vector<ParamInfo>& params,
                        c10::ScalarType model_dtype, Communicator& comm, DistOptions opts = {});
 
@@ -73,13 +77,21 @@ class DistributedOptimizer {
 
   // Sets the step counter (after a checkpoint load).
   void SetStep(int64_t step) { step_ = step; }
+  // The lr schedule every child follows: the setup's, or a checkpoint's
+  // (with its peak) when a load says the checkpoint's schedule wins.
+  const LrSchedule& lr_schedule() const { return lr_schedule_; }
+  void SetLrSchedule(const LrSchedule& s) { lr_schedule_ = s; }
+  // The peak lr the schedule's factor is taken against.
+  double schedule_peak_lr() const { return lr_schedule_.Peak(setup_.main.lr()); }
   // Re-derives every model param from the fp32 main params: the owned
   // slices are rounded to the model dtype, then every bucket and the
   // layer-wise params are all-gathered. Collective. A load must end with it
   // (Megatron-LM PR #6920 lost this step for layer-wise Muon).
   void RebuildModelParams();
-  // Index of the child whose params are sharded in the buffer.
+  // Index of the child whose params are sharded in the buffer, and of the
+  // whole-param child (-1 without one).
   int sharded_child() const { return sharded_child_; }
+  int layer_wise_child() const { return layer_wise_child_; }
 
   // One step: reduce-scatter (SUM) / all-reduce the grads, fp64 global norm
   // and optional clipping, the inner updates of this rank's shards, main ->
@@ -90,12 +102,15 @@ class DistributedOptimizer {
   at::Tensor ModelParam(int i) const;
   int64_t step() const { return step_; }
   double last_grad_norm() const { return last_grad_norm_; }
+  // The main child's lr at the last step (its lr times the schedule factor).
+  double last_lr() const { return last_lr_; }
   const std::vector<ChildOptimizer>& children() const { return children_; }
   const std::vector<ParamInfo>& params() const { return params_; }
   int ChildOf(int i) const { return child_of_[static_cast<size_t>(i)]; }
   // The buffer layout of the sharded (elementwise) child.
   const BufferLayout& layout() const { return layout_; }
-  // Owner rank of each Muon param (model index -> rank); empty without Muon.
+  // Owner rank of each layer-wise param (model index -> rank); empty without
+  // a whole-param child.
   const std::vector<std::pair<int, int>>& layer_wise_owners() const { return lw_owner_; }
 
   // Everything this rank owns, sharded pieces first (buffer order), then
@@ -114,9 +129,10 @@ class DistributedOptimizer {
     int param = 0;
     int owner = 0;
     int64_t offset = 0;  // in lw_grad_
-    at::Tensor model;     // model shape, model dtype (every rank)
-    at::Tensor main;      // fp32, model shape (owner only)
-    at::Tensor momentum;  // schema dtype, model shape (owner only)
+    at::Tensor model;    // model shape, model dtype (every rank)
+    at::Tensor main;     // fp32, model shape (owner only)
+    std::vector<at::Tensor>
+        state;  // the whole-param child's schema order, model shape (owner only)
   };
   struct Slice {
     OwnedSlice where;
@@ -124,9 +140,14 @@ class DistributedOptimizer {
     double wd_mult = 1.0;
   };
 
-  void StepSharded(float clip);
-  void StepLayerWise(float clip);
-  void GatherSharded();    // main -> model for owned slices, all-gather buckets
+  void BuildSharded(const DistOptions& opts);
+  void BuildLayerWise();
+  void ReduceGrads();
+  double GradNorm();  // fp64 global norm over every rank's owned grads (collective)
+  void StepSharded(float clip, double lr_factor);  // fused kernel; writes the model params too
+  void StepLayerWise(float clip, double lr_factor);
+  void CopyMainToModel();  // owned slices: main -> model dtype, into the param buffer
+  void GatherBuckets();    // all-gather every bucket of the param buffer
   void GatherLayerWise();  // main -> model for owned matrices, all-gather them
 
   OptimizerSetup setup_;
@@ -136,18 +157,21 @@ class DistributedOptimizer {
   std::vector<ChildOptimizer> children_;
   std::vector<int> child_of_;
   int sharded_child_ = 0;      // index of the elementwise child
+  int layer_wise_child_ = -1;  // index of the whole-param child, -1 without one
+  LrSchedule lr_schedule_;
   BufferLayout layout_;
-  at::Tensor grad_buffer_;     // (layout.numel,) fp32, this rank's local grads
-  at::Tensor param_buffer_;    // (layout.numel,) model dtype, all params of the buffer
+  at::Tensor grad_buffer_;               // (layout.numel,) fp32, this rank's local grads
+  at::Tensor param_buffer_;              // (layout.numel,) model dtype, all params of the buffer
   std::vector<at::Tensor> grad_shards_;  // per bucket (shard,) fp32: reduced grads
-  std::vector<Slice> slices_;  // owned slices, buffer order
-  at::Tensor main_;            // (owned,) fp32 main params of the owned slices
-  std::vector<at::Tensor> state_;  // per schema key (owned,), the sharded child's schema
+  std::vector<Slice> slices_;            // owned slices, buffer order
+  at::Tensor main_;                      // (owned,) fp32 main params of the owned slices
+  std::vector<at::Tensor> state_;        // per schema key (owned,), the sharded child's schema
   std::vector<LayerWiseParam> lw_;
   std::vector<std::pair<int, int>> lw_owner_;
-  at::Tensor lw_grad_;         // (sum of Muon numel,) fp32
+  at::Tensor lw_grad_;  // (sum of layer-wise numel,) fp32
   int64_t step_ = 0;
   double last_grad_norm_ = 0.0;
+  double last_lr_ = 0.0;
 };
 
 }  // namespace shardcheck

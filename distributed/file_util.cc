@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 

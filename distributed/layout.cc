@@ -4,7 +4,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 
@@ -35,8 +35,8 @@ BufferLayout BufferLayout::Build(const std::vector<BufferParamSpec>& params, int
     if (it->numel <= 0)
       throw Error("layout: param " + std::to_string(it->param) + " has no elements");
     const int64_t start = RoundUp(cursor, kParamAlignment);
-    PlacedParam p{it->param, it->numel, {start, start + it->numel},
-                  static_cast<int>(l.buckets_.size())};
+    PlacedParam p{
+        it->param, it->numel, {start, start + it->numel}, static_cast<int>(l.buckets_.size())};
     cursor = p.world.end;
     current.params.push_back(static_cast<int>(l.params_.size()));
     l.params_.push_back(p);

@@ -36,12 +36,7 @@ StateDict GatherModelSpace(DistributedOptimizer& opt, int root) {
   if (is_root) {
     sd.optimizer = opt.setup().name;
     sd.step = opt.step();
-    for (const ParamGroup& g : BuildGroups(children, params)) {
-      const OptimizerConfig& c = children[static_cast<size_t>(g.child)].config;
-      GroupRecord r{KindName(c.kind), g.wd_mult, c.lr, c.weight_decay, {}};
-      for (int i : g.params) r.params.push_back(params[static_cast<size_t>(i)].name);
-      sd.groups.push_back(std::move(r));
-    }
+    sd.groups = GroupRecords(children, params);
     for (size_t i = 0; i < params.size(); ++i)
       sd.tensors[ParamKey(params[i].name)] = opt.ModelParam(static_cast<int>(i)).clone();
   }
@@ -64,7 +59,8 @@ StateDict GatherModelSpace(DistributedOptimizer& opt, int root) {
         for (const OwnedPiece& p : where[static_cast<size_t>(r)]) {
           if (p.child != child) continue;
           at::Tensor& dst = full[p.param];
-          if (!dst.defined()) dst = at::zeros({params[static_cast<size_t>(p.param)].Numel()}, at::kFloat);
+          if (!dst.defined())
+            dst = at::zeros({params[static_cast<size_t>(p.param)].Numel()}, at::kFloat);
           dst.narrow(0, p.param_range.begin, p.param_range.size())
               .copy_(all[static_cast<size_t>(r)].narrow(0, off, p.param_range.size()));
           off += p.param_range.size();

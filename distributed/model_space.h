@@ -4,7 +4,7 @@
 #pragma once
 
 #include "distributed/distrib_optimizer.h"
-#include "reference/state_dict.h"
+#include "spec/state_dict.h"
 
 namespace shardcheck {
 

@@ -8,7 +8,7 @@
 
 #include "distributed/communicator_gloo.h"
 #include "distributed/communicator_nccl.h"
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 namespace {

@@ -12,7 +12,7 @@
 #include <map>
 #include <thread>
 
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 namespace {

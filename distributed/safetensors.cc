@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distributed/file_util.h"
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 
@@ -17,7 +17,7 @@ struct DtypeName {
   const char* name;
 };
 constexpr DtypeName kDtypes[] = {
-    {c10::kFloat, "F32"}, {c10::kBFloat16, "BF16"}, {c10::kHalf, "F16"}, {c10::kDouble, "F64"},
+    {c10::kFloat, "F32"}, {c10::kBFloat16, "BF16"}, {c10::kHalf, "F16"},  {c10::kDouble, "F64"},
     {c10::kLong, "I64"},  {c10::kInt, "I32"},       {c10::kShort, "I16"}, {c10::kChar, "I8"},
     {c10::kByte, "U8"},   {c10::kBool, "BOOL"},
 };
@@ -62,7 +62,8 @@ uint64_t WriteSafetensors(const std::string& path,
   for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
   bytes += json;
   for (const auto& c : data)
-    bytes.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()) * c.element_size());
+    bytes.append(static_cast<const char*>(c.data_ptr()),
+                 static_cast<size_t>(c.numel()) * c.element_size());
   WriteFileAtomic(path, bytes);
   return n;
 }
@@ -71,7 +72,8 @@ SafetensorsFile ReadSafetensorsHeader(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error("cannot open " + path);
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
-  if (file_size < 8) throw Error(path + ": truncated (" + std::to_string(file_size) + " bytes, no header)");
+  if (file_size < 8)
+    throw Error(path + ": truncated (" + std::to_string(file_size) + " bytes, no header)");
   in.seekg(0);
   unsigned char len[8];
   in.read(reinterpret_cast<char*>(len), 8);
@@ -125,8 +127,8 @@ SafetensorsFile ReadSafetensorsHeader(const std::string& path) {
     }
     const uint64_t want = numel * c10::elementSize(e.dtype);
     if (e.end < e.begin || e.end - e.begin != want)
-      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                  ") do not hold " + std::to_string(want) + " bytes");
+      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " +
+                  std::to_string(e.end) + ") do not hold " + std::to_string(want) + " bytes");
     if (e.end > data_size)
       throw Error(where + ": data ends at byte " + std::to_string(e.end) + " of a " +
                   std::to_string(data_size) + "-byte data section: file truncated");

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "distributed/file_util.h"
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 namespace {

@@ -1,40 +1,48 @@
-#include "reference/adam.h"
+// Reference Adam (L2 weight decay) and AdamW (decoupled weight decay).
+//
+// This is the readable reference: the update is written as plain tensor ops,
+// one IEEE fp32 op each, in exactly the order of docs/optimizers.md
+// (Kingma & Ba, "Adam", 2015; Loshchilov & Hutter, "Decoupled Weight Decay
+// Regularization", 2019; PyTorch's Adam/AdamW docs for the step order). Its
+// fp32 scalars are the registry entry's (optimizers/adam.h).
+#include "optimizers/adam.h"
 
-#include <cmath>
+#include "reference/registry.h"
 
 namespace shardcheck {
 
-void AdamUpdate(const OptimizerConfig& c, double wd_mult, int64_t t, at::Tensor& p,
-                const at::Tensor& g_in, at::Tensor& exp_avg, at::Tensor& exp_avg_sq) {
-  // Scalars: computed in double, rounded to fp32 once.
-  const double wd = c.weight_decay * wd_mult;
-  const float b1 = static_cast<float>(c.beta1);
-  const float omb1 = static_cast<float>(1.0 - c.beta1);
-  const float b2 = static_cast<float>(c.beta2);
-  const float omb2 = static_cast<float>(1.0 - c.beta2);
-  const float eps = static_cast<float>(c.eps);
-  const double td = static_cast<double>(t);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(c.beta2, td)));
-  const float step_size = static_cast<float>(c.lr / (1.0 - std::pow(c.beta1, td)));
+namespace {
 
+template <bool kDecoupled>
+void AdamUpdate(const StepContext& ctx, at::Tensor& p, const at::Tensor& g_in, StateRefs& state) {
+  const AdamScalars s = AdamKernel<kDecoupled>::Prepare(ctx);
+  at::Tensor& exp_avg = state["exp_avg"];
+  at::Tensor& exp_avg_sq = state["exp_avg_sq"];
   at::Tensor g = g_in;
-  if (wd != 0.0) {
-    if (c.kind == OptimizerKind::kAdamW) {
+  if (s.decay) {
+    if (kDecoupled) {
       // Decoupled weight decay: one multiply.
-      p = p * static_cast<float>(1.0 - c.lr * wd);
+      p = p * s.decay_factor;
     } else {
       // L2: fold the decay into the gradient.
-      g = g + p * static_cast<float>(wd);
+      g = g + p * s.wd;
     }
   }
   // Update the first moment.
-  exp_avg = exp_avg * b1 + g * omb1;
+  exp_avg = exp_avg * s.b1 + g * s.omb1;
   // Update the second moment.
-  exp_avg_sq = exp_avg_sq * b2 + (g * g) * omb2;
+  exp_avg_sq = exp_avg_sq * s.b2 + (g * g) * s.omb2;
   // Bias-correct the second moment inside the denominator.
-  at::Tensor denom = exp_avg_sq.sqrt() / bc2_sqrt + eps;
+  const at::Tensor denom = exp_avg_sq.sqrt() / s.bc2_sqrt + s.eps;
   // Bias-corrected step.
-  p = p - (exp_avg / denom) * step_size;
+  p = p - (exp_avg / denom) * s.step_size;
+}
+
+}  // namespace
+
+SHARDCHECK_REGISTER_REFERENCES(adam) {
+  RegisterReferenceUpdate("adam", &AdamUpdate<false>);
+  RegisterReferenceUpdate("adamw", &AdamUpdate<true>);
 }
 
 }  // namespace shardcheck

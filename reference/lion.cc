@@ -1,24 +1,34 @@
-#include "reference/lion.h"
+// Reference Lion (Chen et al., "Symbolic Discovery of Optimization
+// Algorithms", 2023; the authors' code and Megatron-LM's defaults).
+//
+// Plain tensor ops in the order of docs/optimizers.md. Lion keeps one
+// moment, exp_avg: the interpolation `c` that picks the sign is made from
+// the old moment, which is updated with beta2 afterwards. sign(0) = 0, so an
+// element with c == 0 does not move (apart from weight decay). Its fp32
+// scalars are the registry entry's (optimizers/lion.h).
+#include "optimizers/lion.h"
+
+#include "reference/registry.h"
 
 namespace shardcheck {
 
-void LionUpdate(const OptimizerConfig& c, double wd_mult, at::Tensor& p, const at::Tensor& g,
-                at::Tensor& exp_avg) {
-  const double wd = c.weight_decay * wd_mult;
-  const float b1 = static_cast<float>(c.beta1);
-  const float omb1 = static_cast<float>(1.0 - c.beta1);
-  const float b2 = static_cast<float>(c.beta2);
-  const float omb2 = static_cast<float>(1.0 - c.beta2);
-  const float lr = static_cast<float>(c.lr);
+namespace {
 
+void LionUpdate(const StepContext& ctx, at::Tensor& p, const at::Tensor& g, StateRefs& state) {
+  const LionScalars s = LionKernel::Prepare(ctx);
+  at::Tensor& exp_avg = state["exp_avg"];
   // Decoupled weight decay: one multiply.
-  if (wd != 0.0) p = p * static_cast<float>(1.0 - c.lr * wd);
+  if (s.decay) p = p * s.decay_factor;
   // Interpolate with the old moment; only its sign is used.
-  at::Tensor interp = exp_avg * b1 + g * omb1;
+  const at::Tensor interp = exp_avg * s.b1 + g * s.omb1;
   // Signed step of size lr (0 where the interpolation is exactly 0).
-  p = p - interp.sign() * lr;
+  p = p - interp.sign() * s.lr;
   // Update the moment with beta2.
-  exp_avg = exp_avg * b2 + g * omb2;
+  exp_avg = exp_avg * s.b2 + g * s.omb2;
 }
+
+}  // namespace
+
+SHARDCHECK_REGISTER_REFERENCES(lion) { RegisterReferenceUpdate("lion", &LionUpdate); }
 
 }  // namespace shardcheck

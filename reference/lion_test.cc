@@ -1,22 +1,29 @@
 // Lion: hand-computed known answers. Every value is a short binary fraction
 // (lr = 2^-4, beta1 = 1/2, beta2 = 3/4, decay factor 7/8), so each op is
 // exact and the expected numbers below were worked out by hand.
-#include "reference/lion.h"
-
 #include <gtest/gtest.h>
 
-#include "reference/config.h"
+#include "reference/registry.h"
+#include "spec/config.h"
 
 namespace shardcheck {
 namespace {
 
 OptimizerConfig HandConfig(double wd) {
-  OptimizerConfig c = OptimizerConfig::Defaults(OptimizerKind::kLion);
-  c.lr = 0.0625;
-  c.beta1 = 0.5;
-  c.beta2 = 0.75;
-  c.weight_decay = wd;
+  OptimizerConfig c = OptimizerConfig::Defaults("lion");
+  c.Set("lr", 0.0625);
+  c.Set("beta1", 0.5);
+  c.Set("beta2", 0.75);
+  c.Set("weight_decay", wd);
   return c;
+}
+
+// One update through the registered reference.
+void LionUpdate(const OptimizerConfig& c, double wd_mult, at::Tensor& p, const at::Tensor& g,
+                at::Tensor& m) {
+  std::vector<at::Tensor> state = {m};
+  ReferenceStep(c, wd_mult, 1, 1.0, p, g, state);
+  m = state[0];
 }
 
 at::Tensor T(std::vector<float> v) { return at::tensor(v, at::kFloat); }
@@ -74,20 +81,21 @@ TEST(Lion, WdMultZeroSkipsDecay) {
 // With wd = 0 every element moves by exactly lr where c != 0, and not at all
 // where c == 0. Params are multiples of lr so the subtraction is exact.
 TEST(Lion, StepIsExactlyLrWhereSignIsNonZero) {
-  OptimizerConfig c = OptimizerConfig::Defaults(OptimizerKind::kLion);
-  c.lr = 0x1p-10;
+  OptimizerConfig c = OptimizerConfig::Defaults("lion");
+  c.Set("lr", 0x1p-10);
   at::manual_seed(0);
-  at::Tensor p = at::randint(-4096, 4096, {10000}, at::kFloat) * static_cast<float>(c.lr);
+  at::Tensor p = at::randint(-4096, 4096, {10000}, at::kFloat) * static_cast<float>(c.lr());
   at::Tensor m = at::randn({10000});
   m.index_put_({at::indexing::Slice(0, 100)}, 0.0f);
   at::Tensor g = at::randn({10000});
   g.index_put_({at::indexing::Slice(0, 100)}, 0.0f);  // c == 0 for the first 100
   const at::Tensor p_old = p.clone();
-  const at::Tensor interp = m * static_cast<float>(c.beta1) + g * static_cast<float>(1 - c.beta1);
+  const at::Tensor interp =
+      m * static_cast<float>(c.Real("beta1")) + g * static_cast<float>(1 - c.Real("beta1"));
   LionUpdate(c, 1.0, p, g, m);
   const at::Tensor step = (p - p_old).abs();
   const at::Tensor moved = interp != 0;
-  EXPECT_TRUE(step.masked_select(moved).eq(static_cast<float>(c.lr)).all().item<bool>());
+  EXPECT_TRUE(step.masked_select(moved).eq(static_cast<float>(c.lr())).all().item<bool>());
   EXPECT_TRUE(step.masked_select(~moved).eq(0.0f).all().item<bool>());
   EXPECT_EQ(moved.logical_not().sum().item<int64_t>(), 100);
 }

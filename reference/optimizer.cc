@@ -4,10 +4,8 @@
 #include <cmath>
 #include <set>
 
-#include "reference/adam.h"
-#include "reference/error.h"
-#include "reference/lion.h"
-#include "reference/muon.h"
+#include "reference/registry.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 
@@ -22,8 +20,8 @@ ReferenceOptimizer::ReferenceOptimizer(OptimizerSetup setup, std::vector<ParamIn
     : setup_(std::move(setup)), params_(std::move(params)) {
   setup_.Validate();
   if (initial.size() != params_.size())
-    throw Error("reference optimizer: " + std::to_string(initial.size()) +
-                " initial tensors for " + std::to_string(params_.size()) + " params");
+    throw Error("reference optimizer: " + std::to_string(initial.size()) + " initial tensors for " +
+                std::to_string(params_.size()) + " params");
   if (params_.empty()) throw Error("reference optimizer: the model has no params");
   model_dtype_ = initial[0].scalar_type();
   if (model_dtype_ != at::kFloat && model_dtype_ != at::kBFloat16)
@@ -42,8 +40,10 @@ ReferenceOptimizer::ReferenceOptimizer(OptimizerSetup setup, std::vector<ParamIn
     if (t.scalar_type() != model_dtype_)
       throw Error("reference optimizer: params mix dtypes (" + p.name + " is " +
                   DtypeName(t.scalar_type()) + ")");
-    if (setup_.IsMuon() && ChildOf(static_cast<int>(i)) == 0 && p.shape.size() != 2)
-      throw Error("reference optimizer: Muon got a non-2-D param " + p.name);
+    const OptimizerSpec& owner =
+        children_[static_cast<size_t>(ChildOf(static_cast<int>(i)))].config.spec();
+    if (owner.needs_2d && p.shape.size() != 2)
+      throw Error("reference optimizer: " + owner.name + " got a non-2-D param " + p.name);
     wd_mult_.push_back(p.DefaultWdMult());
     model_.push_back(t.clone());
     main_.push_back(t.to(at::kFloat).clone());
@@ -80,22 +80,15 @@ void ReferenceOptimizer::Step(const std::vector<at::Tensor>& grads_in) {
     for (auto& g : grads) g = g * coef;
 
   ++step_;
+  // One schedule factor for every child and group.
+  const double factor = setup_.lr_schedule.Factor(step_, setup_.main.lr());  // same for every child
+  last_lr_ = setup_.main.lr() * factor;
   for (size_t i = 0; i < params_.size(); ++i) {
     const ChildOptimizer& child = children_[static_cast<size_t>(child_of_[i])];
     const OptimizerConfig& c = child.config;
-    std::vector<at::Tensor>& st = state_[i];
-    switch (c.kind) {
-      case OptimizerKind::kAdam:
-      case OptimizerKind::kAdamW:
-        AdamUpdate(c, wd_mult_[i], step_, main_[i], grads[i], st[0], st[1]);
-        break;
-      case OptimizerKind::kLion:
-        LionUpdate(c, wd_mult_[i], main_[i], grads[i], st[0]);
-        break;
-      case OptimizerKind::kMuon:
-        MuonUpdate(c, wd_mult_[i], main_[i], grads[i], st[0]);
-        break;
-    }
+    const StepContext ctx{&c, step_, c.lr() * factor, c.weight_decay() * wd_mult_[i]};
+    StateRefs state(child.schema, state_[i]);
+    FindReferenceUpdate(c.kind())(ctx, main_[i], grads[i], state);
     // The model param is the main param rounded to the model dtype (RNE).
     model_[i] = main_[i].to(model_dtype_);
   }
@@ -105,12 +98,7 @@ StateDict ReferenceOptimizer::GetStateDict() const {
   StateDict sd;
   sd.optimizer = setup_.name;
   sd.step = step_;
-  for (const ParamGroup& g : groups_) {
-    const OptimizerConfig& c = children_[static_cast<size_t>(g.child)].config;
-    GroupRecord r{KindName(c.kind), g.wd_mult, c.lr, c.weight_decay, {}};
-    for (int i : g.params) r.params.push_back(params_[static_cast<size_t>(i)].name);
-    sd.groups.push_back(std::move(r));
-  }
+  sd.groups = GroupRecords(children_, params_);
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& n = params_[i].name;
     sd.tensors[ParamKey(n)] = model_[i].clone();
@@ -129,12 +117,24 @@ namespace {
 std::string DescribeKeys(const std::vector<std::string>& keys) {
   std::map<std::string, std::vector<std::string>> by_kind;
   for (const auto& k : keys) {
-    std::string kind = k.substr(0, k.find('.'));
-    if (kind == "state") {
-      const size_t a = k.find('.') + 1;
-      kind = "state key '" + k.substr(a, k.find('.', a) - a) + "'";
+    StateDictKey parsed;
+    try {
+      parsed = ParseStateDictKey(k);
+    } catch (const Error&) {
+      by_kind["other"].push_back(k);
+      continue;
     }
-    by_kind[kind].push_back(k);
+    switch (parsed.role) {
+      case StateDictKey::Role::kParam:
+        by_kind["param"].push_back(k);
+        break;
+      case StateDictKey::Role::kMainParam:
+        by_kind["main_param"].push_back(k);
+        break;
+      case StateDictKey::Role::kState:
+        by_kind["state key '" + parsed.state_key + "'"].push_back(k);
+        break;
+    }
   }
   std::string out;
   for (const auto& [kind, names] : by_kind) {
@@ -171,8 +171,8 @@ void ReferenceOptimizer::LoadStateDict(const StateDict& sd) {
   for (const auto& [k, t] : mine.tensors) {
     const at::Tensor& in = sd.tensors.at(k);
     if (in.sizes() != t.sizes())
-      throw Error("state dict tensor " + k + " has shape " + c10::str(in.sizes()) +
-                  ", expected " + c10::str(t.sizes()));
+      throw Error("state dict tensor " + k + " has shape " + c10::str(in.sizes()) + ", expected " +
+                  c10::str(t.sizes()));
     if (in.scalar_type() != t.scalar_type())
       throw Error("state dict tensor " + k + " has dtype " + DtypeName(in.scalar_type()) +
                   ", expected " + DtypeName(t.scalar_type()));
@@ -193,8 +193,8 @@ void ReferenceOptimizer::LoadStateDict(const StateDict& sd) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& n = params_[i].name;
     model_[i] = sd.tensors.at(ParamKey(n)).clone();
-    main_[i] = model_dtype_ == at::kFloat ? model_[i].clone()
-                                          : sd.tensors.at(MainParamKey(n)).clone();
+    main_[i] =
+        model_dtype_ == at::kFloat ? model_[i].clone() : sd.tensors.at(MainParamKey(n)).clone();
     const StateSchema& schema = SchemaOf(static_cast<int>(i));
     for (size_t k = 0; k < schema.keys.size(); ++k)
       state_[i][k] = sd.tensors.at(StateTensorKey(schema.keys[k].name, n)).clone();

@@ -1,11 +1,13 @@
 // The reference optimizer: a single-device, full-model optimizer that runs
-// one setup (adam, adamw, lion, or Muon chained with its scalar optimizer)
-// exactly as docs/optimizers.md defines it.
+// one setup (an elementwise kind, or a whole-param kind such as Muon chained
+// with its scalar optimizer) exactly as docs/optimizers.md defines it, each
+// param through its kind's registered reference update (reference/*.cc).
 //
 // It owns fp32 main params (float() of the initial model params), the model
 // params (the main params rounded to the model dtype after every step), one
 // state tensor per (param, schema key) and one int64 step counter shared by
-// every child. Not thread-safe; one instance per thread.
+// every child; the setup's lr schedule scales every group's lr. Not
+// thread-safe; one instance per thread.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "reference/config.h"
-#include "reference/params.h"
-#include "reference/routing.h"
-#include "reference/schema.h"
-#include "reference/state_dict.h"
+#include "spec/config.h"
+#include "spec/params.h"
+#include "spec/routing.h"
+#include "spec/schema.h"
+#include "spec/state_dict.h"
 
 namespace shardcheck {
 
@@ -38,6 +40,8 @@ class ReferenceOptimizer {
 
   int64_t step() const { return step_; }
   double last_grad_norm() const { return last_grad_norm_; }
+  // The main child's lr at the last step (its lr times the schedule factor).
+  double last_lr() const { return last_lr_; }
   const OptimizerSetup& setup() const { return setup_; }
   const std::vector<ParamInfo>& params() const { return params_; }
   const std::vector<ChildOptimizer>& children() const { return children_; }
@@ -73,6 +77,7 @@ class ReferenceOptimizer {
   std::vector<std::vector<at::Tensor>> state_;
   int64_t step_ = 0;
   double last_grad_norm_ = 0.0;
+  double last_lr_ = 0.0;
 };
 
 }  // namespace shardcheck

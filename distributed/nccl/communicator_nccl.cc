@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "distributed/communicator_error.h"
-#include "reference/error.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 namespace {

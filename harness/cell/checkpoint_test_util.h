@@ -1,0 +1,52 @@
+// Helpers shared by the checkpoint tests: a small model that gives several
+// buckets, params under 64 elements and params cut across ranks, and runs
+// of it on thread-ranks.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+
+#include "harness/cell/thread_ranks.h"
+
+namespace shardcheck {
+namespace testing_util {
+
+// mixed-small (testing/model_spec.h): several buckets at bucket_size 1000,
+// params under 64 elements, params cut across ranks.
+inline ModelSpec CheckpointModel() { return MixedSmallSpec(); }
+
+inline TrainOptions CheckpointRun(const std::string& setup, c10::ScalarType dtype, int steps) {
+  TrainOptions t;
+  t.run.model = CheckpointModel();
+  t.run.setup = OptimizerSetup::Defaults(setup);
+  t.run.setup.main.Set("weight_decay", 0.02);
+  if (t.run.setup.scalar) t.run.setup.scalar->Set("weight_decay", 0.02);
+  t.run.steps = steps;
+  t.run.seed = 2024;
+  t.run.dtype = dtype;
+  t.bucket_size = 1000;
+  t.compare_reference = true;
+  return t;
+}
+
+// A fresh folder under the temp dir, removed by the destructor.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("shardcheck_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string Sub(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace testing_util
+}  // namespace shardcheck

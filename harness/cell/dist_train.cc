@@ -1,0 +1,419 @@
+#include "harness/cell/dist_train.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <ostream>
+
+#include "distributed/model_space.h"
+#include "harness/cell/compare.h"
+#include "harness/cell/run_files.h"
+#include "spec/error.h"
+
+namespace shardcheck {
+
+std::vector<std::string> ComparisonGroups(const std::vector<ChildOptimizer>& children) {
+  std::vector<std::string> groups = {"params", "main_params"};
+  for (const auto& c : children)
+    for (const auto& k : c.schema.keys)
+      if (std::find(groups.begin(), groups.end(), k.name) == groups.end()) groups.push_back(k.name);
+  return groups;
+}
+
+namespace {
+
+// Fixed-size byte record of a tensor name, for gathering strings.
+constexpr int64_t kNameBytes = 512;
+
+at::Tensor EncodeName(const std::string& s) {
+  at::Tensor t = at::zeros({kNameBytes}, at::kByte);
+  std::memcpy(t.data_ptr(), s.data(), std::min<size_t>(s.size(), kNameBytes - 1));
+  return t;
+}
+
+std::string DecodeName(const at::Tensor& t) {
+  const char* p = static_cast<const char*>(t.data_ptr());
+  return std::string(p, strnlen(p, kNameBytes));
+}
+
+struct LocalCompare {
+  std::vector<int64_t> mismatches, violations, max_ulp;
+  std::vector<double> max_abs, max_rel;
+  std::string first_tensor, first_detail;
+
+  explicit LocalCompare(size_t n)
+      : mismatches(n, 0), violations(n, 0), max_ulp(n, 0), max_abs(n, 0.0), max_rel(n, 0.0) {}
+
+  void Add(size_t group, const TensorDiff& bits, const TensorDiff* tol) {
+    if (tol) {
+      violations[group] += tol->shape_or_dtype_differs ? 1 : tol->mismatches;
+      // The tolerance comparison measures every difference.
+      max_abs[group] = std::max(max_abs[group], tol->max_abs);
+      max_rel[group] = std::max(max_rel[group], tol->max_rel);
+      max_ulp[group] = std::max(max_ulp[group], tol->max_ulp);
+    }
+    if (bits.Equal()) return;
+    mismatches[group] += bits.shape_or_dtype_differs ? 1 : bits.mismatches;
+    max_abs[group] = std::max(max_abs[group], bits.max_abs);
+    max_rel[group] = std::max(max_rel[group], bits.max_rel);
+    max_ulp[group] = std::max(max_ulp[group], bits.max_ulp);
+    if (first_tensor.empty()) {
+      first_tensor = bits.name;
+      first_detail = bits.Summary();
+    }
+  }
+};
+
+const at::Tensor& SnapshotTensor(const StateDict& sd, const std::string& key) {
+  auto it = sd.tensors.find(key);
+  if (it == sd.tensors.end()) throw Error("reference snapshot lacks " + key);
+  return it->second;
+}
+
+LocalCompare CompareWithReference(DistributedOptimizer& opt, const StateDict& ref,
+                                  const std::vector<std::string>& groups, const TrainOptions& o) {
+  LocalCompare lc(groups.size());
+  const bool tolerance = o.compare_atol > 0.0 || o.compare_rtol > 0.0;
+  auto add = [&](size_t g, const std::string& name, const at::Tensor& a, const at::Tensor& b) {
+    const TensorDiff bits = CompareBitwise(name, a, b);
+    if (!tolerance) return lc.Add(g, bits, nullptr);
+    const TensorDiff tol = CompareTolerance(name, a, b, o.compare_rtol, o.compare_atol);
+    lc.Add(g, bits, &tol);
+  };
+  auto group_of = [&](const std::string& g) {
+    return static_cast<size_t>(std::find(groups.begin(), groups.end(), g) - groups.begin());
+  };
+  const auto& params = opt.params();
+  // Every gathered model param.
+  for (size_t i = 0; i < params.size(); ++i)
+    add(0, ParamKey(params[i].name), opt.ModelParam(static_cast<int>(i)),
+        SnapshotTensor(ref, ParamKey(params[i].name)));
+  // This rank's shard: main params and every state key of the owner's schema.
+  const bool fp32 = opt.model_dtype() == at::kFloat;
+  for (const OwnedPiece& p : opt.Owned()) {
+    const ParamInfo& info = params[static_cast<size_t>(p.param)];
+    const Range r = p.param_range;
+    auto slice = [&](const at::Tensor& full) {
+      return full.reshape({-1}).narrow(0, r.begin, r.size());
+    };
+    const std::string suffix =
+        info.name + "[" + std::to_string(r.begin) + ":" + std::to_string(r.end) + "]";
+    const at::Tensor& main =
+        SnapshotTensor(ref, fp32 ? ParamKey(info.name) : MainParamKey(info.name));
+    add(1, MainParamKey(suffix), p.main, slice(main));
+    const StateSchema& schema = opt.children()[static_cast<size_t>(p.child)].schema;
+    for (size_t k = 0; k < schema.keys.size(); ++k) {
+      const std::string& key = schema.keys[k].name;
+      add(group_of(key), StateTensorKey(key, suffix), p.state[k],
+          slice(SnapshotTensor(ref, StateTensorKey(key, info.name))));
+    }
+  }
+  return lc;
+}
+
+// One rank's run: the steps of RunDistributed as named methods.
+class DistributedRun {
+ public:
+  DistributedRun(const TrainOptions& opts, Communicator& comm, std::ostream* log)
+      : opts_(opts), comm_(comm), log_(comm.rank() == 0 ? log : nullptr) {}
+
+  TrainResult Run() {
+    Prepare();
+    if (!opts_.load_dir.empty()) Load();
+    for (int s = static_cast<int>(opt_->step()) + 1; s <= opts_.run.steps; ++s) TrainStep(s);
+    GatherMemory();
+    result_.final_state = GatherModelSpace(*opt_, 0);
+    result_.layout = LayoutJson(*opt_);
+    return std::move(result_);
+  }
+
+ private:
+  // The gradient source, the optimizer at its initial params, the reference.
+  void Prepare() {
+    const OracleRunOptions& run = opts_.run;
+    run.Validate();
+    const int dp = comm_.size(), m = run.micro_batches;
+    if (m % dp != 0)
+      throw Error("DP size " + std::to_string(dp) +
+                  " does not divide the micro-batch count M = " + std::to_string(m));
+    source_ = opts_.source;
+    if (!source_) {
+      own_source_ = MakeOracleSource(run.model, run.seed);
+      source_ = own_source_.get();
+    }
+    opt_ = std::make_unique<DistributedOptimizer>(run.setup, source_->spec().params, run.dtype,
+                                                  comm_, DistOptions{opts_.bucket_size});
+    opt_->SetParams(source_->InitialParams(run.dtype));
+    if (opts_.compare_reference) {
+      ref_ = opts_.reference;
+      if (!ref_) {
+        own_reference_ = RunReferenceTrajectory(*source_, run.setup, run.dtype, run.steps, m);
+        ref_ = &own_reference_;
+      }
+      if (ref_->steps() < run.steps)
+        throw Error("the reference trajectory covers " + std::to_string(ref_->steps()) +
+                    " steps, the run needs " + std::to_string(run.steps));
+    }
+    groups_ = ComparisonGroups(opt_->children());
+    result_.compared = opts_.compare_reference;
+  }
+
+  // Loads the checkpoint, then compares every tensor with the reference
+  // before any step.
+  void Load() {
+    LoadCheckpoint(*opt_, opts_.load_dir, opts_.load_options);
+    result_.resumed_from = opt_->step();
+    if (ref_ == &own_reference_ && opt_->lr_schedule() != opts_.run.setup.lr_schedule) {
+      // The run continues with the checkpoint's schedule: so does its reference.
+      OptimizerSetup adopted = opts_.run.setup;
+      adopted.lr_schedule = opt_->lr_schedule();
+      own_reference_ = RunReferenceTrajectory(*source_, adopted, opts_.run.dtype, opts_.run.steps,
+                                              opts_.run.micro_batches);
+    }
+    if (log_)
+      *log_ << "loaded " << opts_.load_dir << " at step " << opt_->step() << " (dp " << comm_.size()
+            << ")\n";
+    if (!ref_) return;
+    StepRecord rec;
+    rec.step = result_.resumed_from;
+    rec.after_load = true;
+    rec.loss = std::numeric_limits<double>::quiet_NaN();
+    Compare(rec);
+    if (log_)
+      *log_ << "after load: " << (result_.ok ? "bitwise equal to the reference" : "MISMATCH")
+            << "\n";
+    result_.steps.push_back(std::move(rec));
+  }
+
+  // One step: this rank's gradients, the optimizer step, the comparison, a
+  // save when asked.
+  void TrainStep(int s) {
+    const int dp = comm_.size(), rank = comm_.rank(), m = opts_.run.micro_batches;
+    const std::vector<ParamInfo>& params = source_->spec().params;
+    std::vector<at::Tensor> model_params(params.size()), grads;
+    for (size_t i = 0; i < params.size(); ++i)
+      model_params[i] = opt_->ModelParam(static_cast<int>(i));
+    const double local_loss =
+        source_->RankGrads(model_params, s, rank * m / dp, (rank + 1) * m / dp, m, grads);
+    opt_->ZeroGrad();
+    for (size_t i = 0; i < params.size(); ++i) opt_->Grad(static_cast<int>(i)).copy_(grads[i]);
+    at::Tensor loss = at::full({1}, local_loss, at::kDouble);
+    if (source_->has_loss()) comm_.AllReduce(loss, ReduceOp::kSum);
+    opt_->Step();
+    if (opts_.after_step) opts_.after_step(*opt_, s);
+    StepRecord rec;
+    rec.step = s;
+    rec.grad_norm = opt_->last_grad_norm();
+    rec.lr = opt_->last_lr();
+    rec.loss =
+        source_->has_loss() ? loss.item<double>() / m : std::numeric_limits<double>::quiet_NaN();
+    if (ref_) Compare(rec);
+    if (opts_.save_at == s) {
+      SaveCheckpoint(*opt_, opts_.save_dir, opts_.sharding_type);
+      if (log_)
+        *log_ << "saved step " << s << " to " << opts_.save_dir << " ("
+              << ShardingTypeName(opts_.sharding_type) << ")\n";
+    }
+    LogStep(rec);
+    result_.steps.push_back(std::move(rec));
+  }
+
+  void LogStep(const StepRecord& rec) const {
+    if (!log_) return;
+    *log_ << "step " << rec.step << "/" << opts_.run.steps << "  lr " << rec.lr << "  grad_norm "
+          << rec.grad_norm;
+    if (source_->has_loss()) *log_ << "  loss " << rec.loss;
+    if (ref_) {
+      int64_t total = 0;
+      for (const auto& g : rec.groups) total += g.mismatches;
+      *log_ << "  "
+            << (total == 0 ? "bitwise equal to the reference" : "differs from the reference")
+            << " (" << total << " elements differ)";
+    }
+    *log_ << "\n" << std::flush;
+  }
+
+  // This step's comparison with the reference, all-reduced into `rec`; the
+  // first mismatch's rank and tensor go to rank 0.
+  void Compare(StepRecord& rec) {
+    LocalCompare lc =
+        CompareWithReference(*opt_, ref_->snapshots[static_cast<size_t>(rec.step)], groups_, opts_);
+    const int64_t n = static_cast<int64_t>(groups_.size());
+    std::vector<int64_t> counts_v = lc.mismatches;
+    counts_v.insert(counts_v.end(), lc.violations.begin(), lc.violations.end());
+    at::Tensor counts = at::tensor(counts_v, at::kLong);
+    std::vector<double> max_v = lc.max_abs;
+    max_v.insert(max_v.end(), lc.max_rel.begin(), lc.max_rel.end());
+    for (int64_t u : lc.max_ulp) max_v.push_back(static_cast<double>(u));
+    at::Tensor maxes = at::tensor(max_v, at::kDouble);
+    comm_.AllReduce(counts, ReduceOp::kSum);
+    comm_.AllReduce(maxes, ReduceOp::kMax);
+    int64_t total = 0;
+    for (int64_t g = 0; g < n; ++g) {
+      GroupStep gs;
+      gs.group = groups_[static_cast<size_t>(g)];
+      gs.mismatches = counts[g].item<int64_t>();
+      gs.tol_violations = counts[n + g].item<int64_t>();
+      gs.max_abs = maxes[g].item<double>();
+      gs.max_rel = maxes[n + g].item<double>();
+      gs.max_ulp = static_cast<int64_t>(maxes[2 * n + g].item<double>());
+      total += gs.mismatches;
+      rec.groups.push_back(gs);
+    }
+    if (total > 0 && !result_.first_mismatch) RecordFirstMismatch(rec.step, lc);
+  }
+
+  void RecordFirstMismatch(int64_t step, const LocalCompare& lc) {
+    std::vector<at::Tensor> names = comm_.Gather(EncodeName(lc.first_tensor), 0);
+    std::vector<at::Tensor> details = comm_.Gather(EncodeName(lc.first_detail), 0);
+    FirstMismatch fm;
+    fm.step = step;
+    if (comm_.rank() == 0) {
+      for (int r = 0; r < comm_.size(); ++r) {
+        const std::string name = DecodeName(names[static_cast<size_t>(r)]);
+        if (name.empty()) continue;
+        fm.rank = r;
+        fm.tensor = name;
+        fm.detail = DecodeName(details[static_cast<size_t>(r)]);
+        break;
+      }
+    }
+    result_.first_mismatch = fm;
+    result_.ok = false;
+  }
+
+  // Memory figures of every rank, gathered to rank 0.
+  void GatherMemory() {
+    const MemoryFigures mine = opt_->Memory();
+    std::vector<int64_t> flat;
+    for (const auto& e : mine.entries) {
+      flat.push_back(e.elements);
+      flat.push_back(e.bytes);
+    }
+    flat.push_back(mine.owned_elements);
+    flat.push_back(mine.total_bytes);
+    std::vector<at::Tensor> all = comm_.Gather(
+        at::from_blob(flat.data(), {static_cast<int64_t>(flat.size())}, at::kLong).clone(), 0);
+    if (comm_.rank() != 0) return;
+    for (const at::Tensor& t : all) {
+      MemoryFigures m = mine;
+      for (size_t e = 0; e < m.entries.size(); ++e) {
+        m.entries[e].elements = t[static_cast<int64_t>(2 * e)].item<int64_t>();
+        m.entries[e].bytes = t[static_cast<int64_t>(2 * e + 1)].item<int64_t>();
+      }
+      m.owned_elements = t[static_cast<int64_t>(2 * m.entries.size())].item<int64_t>();
+      m.total_bytes = t[static_cast<int64_t>(2 * m.entries.size() + 1)].item<int64_t>();
+      result_.memory.push_back(m);
+    }
+  }
+
+  const TrainOptions& opts_;
+  Communicator& comm_;
+  std::ostream* log_;  // rank 0 only
+  std::unique_ptr<GradSource> own_source_;
+  const GradSource* source_ = nullptr;
+  std::unique_ptr<DistributedOptimizer> opt_;
+  ReferenceTrajectory own_reference_;
+  const ReferenceTrajectory* ref_ = nullptr;
+  std::vector<std::string> groups_;
+  TrainResult result_;
+};
+
+}  // namespace
+
+TrainResult RunDistributed(const TrainOptions& opts, Communicator& comm, std::ostream* log) {
+  return DistributedRun(opts, comm, log).Run();
+}
+
+nlohmann::ordered_json LayoutJson(const DistributedOptimizer& opt) {
+  const BufferLayout& l = opt.layout();
+  nlohmann::ordered_json j;
+  j["dp"] = l.dp();
+  j["bucket_size"] = l.bucket_size();
+  j["numel"] = l.numel();
+  j["buckets"] = nlohmann::ordered_json::array();
+  for (const Bucket& b : l.buckets())
+    j["buckets"].push_back({{"begin", b.world.begin},
+                            {"end", b.world.end},
+                            {"numel_unpadded", b.numel_unpadded},
+                            {"shard", b.ShardSize(l.dp())},
+                            {"params", b.params.size()}});
+  std::map<int, int> ranks_per_param;
+  for (int r = 0; r < l.dp(); ++r)
+    for (const OwnedSlice& s : l.SlicesOf(r)) ++ranks_per_param[s.param];
+  int straddling = 0;
+  for (const auto& [p, n] : ranks_per_param) straddling += n > 1;
+  j["straddling_params"] = straddling;
+  int64_t smallest = -1;
+  for (const PlacedParam& p : l.params())
+    smallest = smallest < 0 ? p.numel : std::min(smallest, p.numel);
+  j["smallest_param_numel"] = smallest;
+  j["layer_wise_owners"] = nlohmann::ordered_json::object();
+  for (const auto& [param, owner] : opt.layer_wise_owners())
+    j["layer_wise_owners"][opt.params()[static_cast<size_t>(param)].name] = owner;
+  return j;
+}
+
+nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const TrainResult& r) {
+  nlohmann::ordered_json j;
+  j["format"] = "shardcheck-train-result/1";
+  j["config"] = RunConfigJson(opts.run, r.steps.empty() ? 0 : r.steps.back().step);
+  j["config"]["dp"] = dp;
+  j["config"]["bucket_size"] = opts.bucket_size;
+  j["compared_with_reference"] = r.compared;
+  j["resumed_from"] = r.resumed_from;
+  if (!opts.load_dir.empty()) j["loaded_from"] = opts.load_dir;
+  if (opts.save_at > 0)
+    j["saved"] = {{"step", opts.save_at},
+                  {"dir", opts.save_dir},
+                  {"sharding_type", ShardingTypeName(opts.sharding_type)}};
+  j["verdict"] = !r.compared ? "not_compared" : (r.ok ? "pass" : "fail");
+  j["steps"] = nlohmann::ordered_json::array();
+  for (const auto& s : r.steps) {
+    nlohmann::ordered_json js;
+    js["step"] = s.step;
+    js["grad_norm"] = s.grad_norm;
+    if (!s.after_load) js["lr"] = s.lr;
+    if (!std::isnan(s.loss)) js["loss"] = s.loss;
+    if (s.after_load) js["after_load"] = true;
+    for (const auto& g : s.groups)
+      js["groups"][g.group] = {{"mismatches", g.mismatches},
+                               {"tol_violations", g.tol_violations},
+                               {"max_abs_diff", g.max_abs},
+                               {"max_rel_diff", g.max_rel},
+                               {"max_ulp", g.max_ulp}};
+    j["steps"].push_back(js);
+  }
+  if (r.first_mismatch) {
+    j["first_mismatch"] = {{"step", r.first_mismatch->step},
+                           {"rank", r.first_mismatch->rank},
+                           {"tensor", r.first_mismatch->tensor},
+                           {"detail", r.first_mismatch->detail}};
+  } else {
+    j["first_mismatch"] = nullptr;
+  }
+  j["layout"] = r.layout;
+  j["memory"] = MemoryJson(r.memory);
+  return j;
+}
+
+nlohmann::ordered_json MemoryJson(const std::vector<MemoryFigures>& memory) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t rank = 0; rank < memory.size(); ++rank) {
+    const MemoryFigures& m = memory[rank];
+    nlohmann::ordered_json e;
+    e["rank"] = rank;
+    e["owned_elements"] = m.owned_elements;
+    e["total_bytes"] = m.total_bytes;
+    e["entries"] = nlohmann::ordered_json::array();
+    for (const auto& x : m.entries)
+      e["entries"].push_back(
+          {{"child", x.child}, {"key", x.key}, {"elements", x.elements}, {"bytes", x.bytes}});
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace shardcheck

@@ -1,0 +1,29 @@
+#include "harness/cell/reference_trajectory.h"
+
+#include <cmath>
+#include <limits>
+
+#include "reference/optimizer.h"
+
+namespace shardcheck {
+
+ReferenceTrajectory RunReferenceTrajectory(const GradSource& source, const OptimizerSetup& setup,
+                                           c10::ScalarType dtype, int steps, int micro_batches) {
+  ReferenceOptimizer opt(setup, source.spec().params, source.InitialParams(dtype));
+  ReferenceTrajectory t;
+  t.snapshots.push_back(opt.GetStateDict());
+  std::vector<at::Tensor> grads;
+  for (int s = 1; s <= steps; ++s) {
+    const double loss_sum =
+        source.RankGrads(opt.model_params(), s, 0, micro_batches, micro_batches, grads);
+    opt.Step(grads);
+    t.loss.push_back(source.has_loss() ? loss_sum / micro_batches
+                                       : std::numeric_limits<double>::quiet_NaN());
+    t.grad_norm.push_back(opt.last_grad_norm());
+    t.lr.push_back(opt.last_lr());
+    t.snapshots.push_back(opt.GetStateDict());
+  }
+  return t;
+}
+
+}  // namespace shardcheck

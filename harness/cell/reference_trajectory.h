@@ -1,0 +1,32 @@
+// The reference run of a cell, recorded once: the reference optimizer on
+// the full model over all M micro-batches, with a model-space snapshot
+// after every step, the loss and the grad norm. Distributed ranks compare
+// against it (ranks as threads share one trajectory).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/models/grad_source.h"
+#include "spec/config.h"
+#include "spec/state_dict.h"
+
+namespace shardcheck {
+
+struct ReferenceTrajectory {
+  // snapshots[s]: the state after step s (s = 0: initial), in the layout of
+  // ReferenceOptimizer::GetStateDict ("param.", "main_param." for non-fp32,
+  // "state.<key>.").
+  std::vector<StateDict> snapshots;
+  std::vector<double> loss;       // loss[s-1]: mean micro-batch loss of step s (NaN without loss)
+  std::vector<double> grad_norm;  // grad_norm[s-1]
+  std::vector<double> lr;         // lr[s-1]: the main child's lr of step s
+
+  int64_t steps() const { return static_cast<int64_t>(loss.size()); }
+};
+
+// Runs the reference for `steps` steps. Throws Error on invalid setups.
+ReferenceTrajectory RunReferenceTrajectory(const GradSource& source, const OptimizerSetup& setup,
+                                           c10::ScalarType dtype, int steps, int micro_batches);
+
+}  // namespace shardcheck

@@ -1,0 +1,25 @@
+// Ranks as threads: runs one distributed oracle run with every DP rank on
+// its own thread of this process, over one Gloo group that meets through an
+// in-memory store. Much cheaper than processes for large test matrices;
+// `shardcheck launch` stays the real path.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "harness/cell/dist_train.h"
+
+namespace shardcheck {
+
+struct ThreadRun {
+  TrainResult root;                 // rank 0's result
+  std::vector<std::string> errors;  // "rank r: message" for every rank that threw
+  bool ok() const { return errors.empty() && root.ok; }
+};
+
+// Runs `opts` on `dp` thread-ranks; collectives time out after `timeout`.
+ThreadRun RunTrainOnThreads(const TrainOptions& opts, int dp,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(120));
+
+}  // namespace shardcheck

@@ -1,0 +1,41 @@
+// `shardcheck reference`: the reference optimizer on oracle gradients.
+#include <ATen/Parallel.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "harness/cell/run_files.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/cli_options.h"
+
+namespace shardcheck {
+
+void AddReferenceCommand(CLI::App& app, std::function<int()>& action) {
+  auto* cmd = app.add_subcommand(
+      "reference",
+      "Run the single-device reference optimizer on oracle gradients and write "
+      "DIR/final.safetensors (param.<name>, main_param.<name> for bf16, state.<key>.<name>) "
+      "and DIR/config.json (resolved hyperparameters, schema, step, model).");
+  auto opts = std::make_shared<OracleCliOptions>();
+  auto out = std::make_shared<std::string>();
+  auto threads = std::make_shared<int>(1);
+  opts->Register(cmd);
+  cmd->add_option("--out", *out, "output folder (created if missing)")->required();
+  cmd->add_option("--threads", *threads, "libtorch intra-op threads")->capture_default_str();
+  cmd->callback([&action, opts, out, threads] {
+    action = [opts, out, threads]() {
+      at::set_num_threads(*threads);
+      const OracleRunOptions run = opts->Resolve();
+      std::filesystem::create_directories(*out);
+      ReferenceOptimizer opt = RunReferenceOnOracle(run);
+      WriteFinalState(*out + "/final.safetensors", opt.GetStateDict());
+      WriteJsonFile(*out + "/config.json", RunConfigJson(run, opt.step()));
+      std::cout << "reference " << run.setup.name << " on " << run.model.name << " ("
+                << DtypeName(run.dtype) << "), " << opt.step() << " steps: wrote " << *out
+                << "/final.safetensors and " << *out << "/config.json\n";
+      return 0;
+    };
+  });
+}
+
+}  // namespace shardcheck

@@ -1,0 +1,159 @@
+// `shardcheck run` and `shardcheck list`: the scenario matrix.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "distributed/file_util.h"
+#include "harness/cli/cli.h"
+#include "harness/matrix/runner.h"
+
+namespace shardcheck {
+
+void AddRunCommand(CLI::App& app, std::function<int()>& action) {
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Run the cells of scenario files (docs/scenarios.md): for each, the reference, the "
+      "uninterrupted DistributedOptimizer run (saving at the resume plan's step), the resumed run "
+      "at the plan's DP size, and the cell's checks. Ranks run as threads over Gloo. Writes "
+      "DIR/<cell-id>/result.json and DIR/results.json (docs/results-schema.md). Exit 0 if every "
+      "cell passed, 1 if one failed, 2 on a malformed scenario.");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto o = std::make_shared<RunnerOptions>();
+  auto timeout_s = std::make_shared<double>(120.0);
+  cmd->add_option("scenarios", *files, "scenario YAML files")->required();
+  cmd->add_option(
+      "--filter", o->filter,
+      "only cells matching: comma-separated key=value (id, optimizer, sharding_type, dp, "
+      "resume_dp, dtype, model, scenario) or substrings of the cell id");
+  cmd->add_option("--out", o->out_dir, "results folder")->capture_default_str();
+  cmd->add_option("--jobs", o->jobs, "cells run at once")->capture_default_str();
+  cmd->add_flag("--quiet", o->quiet, "no live progress line");
+  cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
+  cmd->callback([&action, files, o, timeout_s] {
+    action = [=]() {
+      at::set_num_threads(1);
+      RunnerOptions opts = *o;
+      opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
+      return RunScenarios(*files, opts);
+    };
+  });
+}
+
+namespace {
+
+// One ctest test: the cells it runs and their labels (the union).
+struct CtestGroup {
+  std::string name, filter;
+  std::vector<std::string> labels;
+  int processors = 1;
+};
+
+// The cells of `sc` as ctest tests: one per cell, or one per combination of
+// the `group_by` dimensions (CellDimension keys).
+std::vector<CtestGroup> GroupCells(const Scenario& sc, const std::vector<std::string>& group_by) {
+  std::vector<CtestGroup> groups;
+  for (const Cell& c : sc.cells) {
+    std::string key, filter;
+    if (group_by.empty()) {
+      key = c.id;
+      filter = "id=" + c.id;
+    } else {
+      for (const auto& dim : group_by) {
+        const std::string v = CellDimension(c, dim);
+        key += (key.empty() ? "" : ".") + v;
+        filter += (filter.empty() ? "" : ",") + dim + "=" + v;
+      }
+    }
+    const std::string name = sc.name + "/" + key;
+    CtestGroup* g = nullptr;
+    for (auto& x : groups)
+      if (x.name == name) g = &x;
+    if (!g) {
+      groups.push_back({name, filter, {}, 1});
+      g = &groups.back();
+    }
+    for (const auto& l : c.Labels())
+      if (std::find(g->labels.begin(), g->labels.end(), l) == g->labels.end())
+        g->labels.push_back(l);
+    if (std::max(c.dp, c.ResumeDp()) > 1) g->processors = 2;
+  }
+  return groups;
+}
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+void AddListCommand(CLI::App& app, std::function<int()>& action) {
+  auto* cmd = app.add_subcommand(
+      "list",
+      "Validate scenario files and list their cells (id and labels). With --ctest FILE, write a "
+      "CTest include file with one test per cell, or per --group-by combination (labels: "
+      "checkpoint, "
+      "optimizer, sharding type, dpN, dtype).");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto ctest = std::make_shared<std::string>();
+  auto binary = std::make_shared<std::string>("shardcheck");
+  auto out_root = std::make_shared<std::string>("scenario-out");
+  auto group_by = std::make_shared<std::string>();
+  auto timeout = std::make_shared<int>(600);
+  cmd->add_option("scenarios", *files, "scenario YAML files")->required();
+  cmd->add_option("--ctest", *ctest, "write a CTest include file here");
+  cmd->add_option("--group-by", *group_by,
+                  "one test per combination of these cell dimensions, e.g. optimizer,sharding_type "
+                  "(default: one test per cell; a test runs its cells in one process)");
+  cmd->add_option("--binary", *binary, "the shardcheck binary the tests run")
+      ->capture_default_str();
+  cmd->add_option("--out-root", *out_root, "results folder of the tests")->capture_default_str();
+  cmd->add_option("--test-timeout", *timeout, "CTest TIMEOUT per test, seconds")
+      ->capture_default_str();
+  cmd->callback([&action, files, ctest, binary, out_root, group_by, timeout] {
+    action = [=]() {
+      const std::vector<std::string> dims = SplitCommas(*group_by);
+      std::string out;
+      size_t n = 0, tests = 0;
+      for (const auto& f : *files) {
+        const Scenario sc = LoadScenario(f);
+        n += sc.cells.size();
+        if (ctest->empty()) {
+          for (const Cell& c : sc.cells) {
+            std::string labels;
+            for (const auto& l : c.Labels()) labels += (labels.empty() ? "" : ";") + l;
+            std::cout << c.id << "  [" << labels << "]\n";
+          }
+          continue;
+        }
+        for (const CtestGroup& g : GroupCells(sc, dims)) {
+          ++tests;
+          std::string labels;
+          for (const auto& l : g.labels) labels += (labels.empty() ? "" : ";") + l;
+          out += "add_test([=[" + g.name + "]=] [=[" + *binary + "]=] run [=[" + f +
+                 "]=] --quiet --filter [=[" + g.filter + "]=] --out [=[" + *out_root + "/" +
+                 g.name + "]=])\n";
+          out += "set_tests_properties([=[" + g.name + "]=] PROPERTIES LABELS [=[" + labels +
+                 "]=] TIMEOUT " + std::to_string(*timeout) + " PROCESSORS " +
+                 std::to_string(g.processors) + ")\n";
+        }
+      }
+      if (!ctest->empty()) {
+        WriteFileAtomic(*ctest, out);
+        std::cout << "wrote " << tests << " tests (" << n << " cells) to " << *ctest << "\n";
+      } else {
+        std::cout << n << " cells\n";
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace shardcheck

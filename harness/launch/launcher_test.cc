@@ -1,0 +1,185 @@
+// The launcher on /bin/sh commands: environment per rank, prefixed output,
+// exit codes of failing and killed ranks, timeout, signal forwarding.
+#include "harness/launch/launcher.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace shardcheck {
+namespace {
+
+// A temporary file that the launcher writes to and the test reads back.
+class Capture {
+ public:
+  Capture() {
+    char path[] = "/tmp/shardcheck_launcher_test_XXXXXX";
+    fd_ = mkstemp(path);
+    path_ = path;
+  }
+  ~Capture() {
+    close(fd_);
+    unlink(path_.c_str());
+  }
+  int fd() const { return fd_; }
+  std::string Text() const {
+    std::ifstream in(path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+  double seconds;
+};
+
+Result LaunchSh(int nproc, const std::string& script, double timeout_s = 0, double grace_s = 5) {
+  Capture out;
+  Capture err;
+  LaunchOptions o;
+  o.nproc = nproc;
+  o.command = {"/bin/sh", "-c", script};
+  o.timeout_s = timeout_s;
+  o.grace_s = grace_s;
+  o.out_fd = out.fd();
+  o.err_fd = err.fd();
+  const auto start = std::chrono::steady_clock::now();
+  const int code = Launch(o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {code, out.Text(), err.Text(), s};
+}
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(Launcher, SetsTorchrunEnvironmentPerRank) {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = omp ? omp : "";
+  unsetenv("OMP_NUM_THREADS");
+  const Result r = LaunchSh(3,
+                            "echo \"r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK lw=$LOCAL_WORLD_SIZE "
+                            "a=$MASTER_ADDR o=$OMP_NUM_THREADS p=$MASTER_PORT\"");
+  if (omp) setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (int k = 0; k < 3; ++k) {
+    const std::string k_str = std::to_string(k);
+    EXPECT_TRUE(Has(
+        r.out, "[rank " + k_str + "] r=" + k_str + " w=3 l=" + k_str + " lw=3 a=127.0.0.1 o=1 p="))
+        << r.out;
+  }
+  // One port for all ranks, and a real one.
+  const size_t p = r.out.find("p=");
+  const std::string port = r.out.substr(p + 2, r.out.find('\n', p) - p - 2);
+  EXPECT_GT(std::atoi(port.c_str()), 0) << r.out;
+  size_t count = 0;
+  for (size_t at = 0; (at = r.out.find("p=" + port + "\n", at)) != std::string::npos; ++at) ++count;
+  EXPECT_EQ(count, 3u) << r.out;
+}
+
+TEST(Launcher, KeepsOmpNumThreadsWhenSet) {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = omp ? omp : "";
+  setenv("OMP_NUM_THREADS", "3", 1);
+  const Result r = LaunchSh(1, "echo o=$OMP_NUM_THREADS");
+  if (omp) {
+    setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  } else {
+    unsetenv("OMP_NUM_THREADS");
+  }
+  EXPECT_EQ(r.out, "[rank 0] o=3\n");
+}
+
+TEST(Launcher, PrefixesEveryLineOfStdoutAndStderr) {
+  const Result r = LaunchSh(2, "printf 'one\\ntwo\\nno newline'; echo err-$RANK >&2");
+  EXPECT_EQ(r.code, 0);
+  for (int k = 0; k < 2; ++k) {
+    const std::string pre = "[rank " + std::to_string(k) + "] ";
+    // Lines of different ranks may interleave; a rank's own lines stay whole
+    // and in order, and a last line without a newline gets one.
+    const size_t one = r.out.find(pre + "one\n");
+    const size_t two = r.out.find(pre + "two\n");
+    EXPECT_TRUE(one != std::string::npos && two != std::string::npos && one < two) << r.out;
+    EXPECT_TRUE(Has(r.out, pre + "no newline\n")) << r.out;
+    EXPECT_TRUE(Has(r.err, pre + "err-" + std::to_string(k) + "\n")) << r.err;
+  }
+}
+
+TEST(Launcher, FailingRankExitCodeIsPropagatedAndOthersStopped) {
+  const Result r = LaunchSh(3, "if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 7; fi; sleep 30");
+  EXPECT_EQ(r.code, 7) << r.err;
+  EXPECT_TRUE(Has(r.err, "shardcheck launch: rank 1 exited with code 7; stopping the other ranks"))
+      << r.err;
+  EXPECT_TRUE(Has(r.err, "rank 0 was killed by signal 15")) << r.err;
+  EXPECT_TRUE(Has(r.err, "rank 2 was killed by signal 15")) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+TEST(Launcher, KilledRankGives128PlusSignal) {
+  const Result r = LaunchSh(3, "if [ \"$RANK\" = 2 ]; then kill -9 $$; fi; sleep 30");
+  EXPECT_EQ(r.code, 128 + 9) << r.err;
+  EXPECT_TRUE(Has(r.err, "rank 2 was killed by signal 9")) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+TEST(Launcher, TimeoutStopsAllAndGives124) {
+  const Result r = LaunchSh(2, "sleep 30", /*timeout_s=*/0.5);
+  EXPECT_EQ(r.code, 124) << r.err;
+  EXPECT_TRUE(Has(r.err, "shardcheck launch: timeout after 0.5 s; stopping all 2 ranks")) << r.err;
+  EXPECT_LT(r.seconds, 5.0);
+}
+
+TEST(Launcher, RankIgnoringSigtermIsKilledAfterGrace) {
+  const Result r = LaunchSh(2, "trap '' TERM; sleep 30", /*timeout_s=*/0.3, /*grace_s=*/0.5);
+  EXPECT_EQ(r.code, 124) << r.err;
+  EXPECT_TRUE(Has(r.err, "sending SIGKILL")) << r.err;
+  EXPECT_LT(r.seconds, 5.0);
+}
+
+TEST(Launcher, CommandThatCannotRunGives127) {
+  Capture out;
+  Capture err;
+  LaunchOptions o;
+  o.nproc = 2;
+  o.command = {"/nonexistent/shardcheck-no-such-program"};
+  o.out_fd = out.fd();
+  o.err_fd = err.fd();
+  EXPECT_EQ(Launch(o), 127);
+  EXPECT_TRUE(Has(err.Text(), "cannot run '/nonexistent/shardcheck-no-such-program'"))
+      << err.Text();
+}
+
+TEST(Launcher, AllRanksSucceedingGivesZero) {
+  const Result r = LaunchSh(4, "exit 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(Launcher, ForwardsSigtermToRanks) {
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill(getpid(), SIGTERM);  // Launch's handler is installed by then
+  });
+  const Result r = LaunchSh(2, "sleep 30");
+  sender.join();
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  EXPECT_TRUE(Has(r.err, "received SIGTERM; passing it to the ranks")) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+}  // namespace
+}  // namespace shardcheck

@@ -1,4 +1,0 @@
-// Entry point of the shardcheck command line.
-#include "harness/cli.h"
-
-int main(int argc, char** argv) { return shardcheck::RunCli(argc, argv); }

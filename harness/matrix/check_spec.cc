@@ -1,0 +1,51 @@
+#include "harness/matrix/check_spec.h"
+
+#include "spec/error.h"
+
+namespace shardcheck {
+
+std::string CheckKindName(CheckKind k) {
+  switch (k) {
+    case CheckKind::kBitwise:
+      return "bitwise";
+    case CheckKind::kTolerance:
+      return "tolerance";
+    case CheckKind::kLossContinuity:
+      return "loss_continuity";
+    case CheckKind::kLossFall:
+      return "loss_fall";
+  }
+  return "?";
+}
+
+std::string CheckOnName(CheckOn o) {
+  switch (o) {
+    case CheckOn::kParams:
+      return "params";
+    case CheckOn::kMainParams:
+      return "main_params";
+    case CheckOn::kState:
+      return "state";
+    case CheckOn::kLoss:
+      return "loss";
+  }
+  return "?";
+}
+
+CheckKind ParseCheckKind(const std::string& name) {
+  for (auto k : {CheckKind::kBitwise, CheckKind::kTolerance, CheckKind::kLossContinuity,
+                 CheckKind::kLossFall})
+    if (CheckKindName(k) == name) return k;
+  throw Error("check kind '" + name +
+              "' (expected bitwise, tolerance, loss_continuity or loss_fall)");
+}
+
+CheckOn ParseCheckOn(const std::string& name) {
+  for (auto o : {CheckOn::kParams, CheckOn::kMainParams, CheckOn::kState, CheckOn::kLoss})
+    if (CheckOnName(o) == name) return o;
+  throw Error("check on '" + name + "' (expected params, main_params, state or loss)");
+}
+
+std::string CheckSpec::Name() const { return CheckKindName(kind) + "-" + CheckOnName(on); }
+
+}  // namespace shardcheck

@@ -1,0 +1,424 @@
+#include "harness/matrix/runner.h"
+
+#include <torch/csrc/api/include/torch/version.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "harness/cell/run_files.h"
+#include "harness/matrix/cell_checks.h"
+#include "spec/config_json.h"
+
+namespace shardcheck {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string Shell(const char* cmd) {
+  std::string out;
+  if (FILE* f = ::popen(cmd, "r")) {
+    char buf[256];
+    while (std::fgets(buf, sizeof(buf), f)) out += buf;
+    ::pclose(f);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+nlohmann::ordered_json Num(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
+
+// Per-step series of one run.
+nlohmann::ordered_json RunJson(const TrainResult& r, int dp,
+                               const std::vector<std::string>& groups) {
+  nlohmann::ordered_json j;
+  j["dp"] = dp;
+  j["steps"] = nlohmann::ordered_json::array();
+  j["after_load"] = nlohmann::ordered_json::array();
+  j["loss"] = nlohmann::ordered_json::array();
+  j["grad_norm"] = nlohmann::ordered_json::array();
+  j["lr"] = nlohmann::ordered_json::array();
+  for (const auto& g : groups)
+    j["diff"][g] = {{"max_abs", nlohmann::ordered_json::array()},
+                    {"max_rel", nlohmann::ordered_json::array()},
+                    {"max_ulp", nlohmann::ordered_json::array()},
+                    {"mismatches", nlohmann::ordered_json::array()},
+                    {"tol_violations", nlohmann::ordered_json::array()}};
+  bool any_loss = false;
+  for (const auto& s : r.steps) {
+    j["steps"].push_back(s.step);
+    j["after_load"].push_back(s.after_load);
+    j["loss"].push_back(Num(s.loss));
+    any_loss = any_loss || std::isfinite(s.loss);
+    j["grad_norm"].push_back(s.after_load ? nlohmann::ordered_json(nullptr) : Num(s.grad_norm));
+    j["lr"].push_back(s.after_load ? nlohmann::ordered_json(nullptr) : Num(s.lr));
+    for (const auto& g : s.groups) {
+      auto& d = j["diff"][g.group];
+      d["max_abs"].push_back(g.max_abs);
+      d["max_rel"].push_back(g.max_rel);
+      d["max_ulp"].push_back(g.max_ulp);
+      d["mismatches"].push_back(g.mismatches);
+      d["tol_violations"].push_back(g.tol_violations);
+    }
+  }
+  if (!any_loss) j["loss"] = nullptr;
+  return j;
+}
+
+nlohmann::ordered_json ReferenceJson(const ReferenceTrajectory& reference, bool has_loss) {
+  nlohmann::ordered_json j;
+  j["dp"] = 1;
+  j["steps"] = nlohmann::ordered_json::array();
+  j["loss"] = has_loss ? nlohmann::ordered_json::array() : nlohmann::ordered_json(nullptr);
+  j["grad_norm"] = nlohmann::ordered_json::array();
+  j["lr"] = nlohmann::ordered_json::array();
+  for (int64_t s = 1; s <= reference.steps(); ++s) {
+    const size_t i = static_cast<size_t>(s - 1);
+    j["steps"].push_back(s);
+    if (has_loss) j["loss"].push_back(Num(reference.loss[i]));
+    j["grad_norm"].push_back(Num(reference.grad_norm[i]));
+    j["lr"].push_back(Num(reference.lr[i]));
+  }
+  return j;
+}
+
+nlohmann::ordered_json CellConfigJson(const Cell& cell) {
+  nlohmann::ordered_json cfg;
+  cfg["model"] = cell.model;
+  cfg["dtype"] = cell.dtype;
+  cfg["steps"] = cell.steps;
+  cfg["seed"] = cell.seed;
+  cfg["micro_batches"] = cell.micro_batches;
+  cfg["bucket_size"] = cell.bucket_size;
+  cfg["backend"] = cell.backend;
+  cfg["sharding_type"] = ShardingTypeName(cell.sharding_type);
+  cfg["dp"] = cell.dp;
+  cfg["resume"] = nullptr;
+  if (cell.resume) {
+    const auto& b = cell.resume->bucket_size;
+    cfg["resume"] = {{"save_at", cell.resume->save_at},
+                     {"dp", cell.resume->dp},
+                     {"bucket_size", b ? nlohmann::json(*b) : nlohmann::json(nullptr)}};
+  }
+  cfg["optimizer"] = SetupJson(cell.optimizer.setup);
+  cfg["optimizer"]["label"] = cell.optimizer.label;
+  return cfg;
+}
+
+// The run of a cell: the reference once, the uninterrupted distributed run
+// (saving at the plan's step), then the resumed run at the plan's DP size.
+CellRuns RunCellRuns(const Cell& cell, const std::string& cell_dir,
+                     std::chrono::milliseconds timeout, const GradSource& source) {
+  OracleRunOptions run;
+  run.model = source.spec();
+  run.setup = cell.optimizer.setup;
+  run.steps = cell.steps;
+  run.seed = cell.seed;
+  run.dtype = ParseDtype(cell.dtype);
+  run.micro_batches = cell.micro_batches;
+  run.Validate();
+  CellRuns r;
+  r.reference = RunReferenceTrajectory(source, run.setup, run.dtype, run.steps, run.micro_batches);
+  for (const auto& c : cell.checks)
+    if (c.kind == CheckKind::kTolerance) {
+      r.count_atol = c.atol;
+      r.count_rtol = c.rtol;
+      break;
+    }
+  r.groups = ComparisonGroups(RouteParams(run.setup, run.model.params));
+  TrainOptions a;
+  a.run = run;
+  a.source = &source;
+  a.reference = &r.reference;
+  a.compare_reference = true;
+  a.compare_atol = r.count_atol;
+  a.compare_rtol = r.count_rtol;
+  a.bucket_size = cell.bucket_size;
+  a.sharding_type = cell.sharding_type;
+  if (cell.resume) {
+    a.save_at = cell.resume->save_at;
+    a.save_dir = (fs::path(cell_dir) / "ckpt").string();
+  }
+  r.uninterrupted = RunTrainOnThreads(a, cell.dp, timeout);
+  if (!r.uninterrupted.errors.empty())
+    throw Error("uninterrupted run: " + r.uninterrupted.errors.front());
+  if (cell.resume) {
+    TrainOptions b = a;
+    b.save_at = 0;
+    b.save_dir.clear();
+    b.load_dir = a.save_dir;
+    if (cell.resume->bucket_size) b.bucket_size = *cell.resume->bucket_size;
+    r.resumed = RunTrainOnThreads(b, cell.resume->dp, timeout);
+    if (!r.resumed->errors.empty()) throw Error("resumed run: " + r.resumed->errors.front());
+  }
+  return r;
+}
+
+nlohmann::ordered_json CheckJson(const CheckSpec& c, const CheckOutcome& out) {
+  nlohmann::ordered_json jc;
+  jc["name"] = c.Name();
+  jc["kind"] = CheckKindName(c.kind);
+  jc["on"] = CheckOnName(c.on);
+  jc["run"] = out.run;
+  jc["against"] = out.against;
+  jc["atol"] = c.atol;
+  jc["rtol"] = c.rtol;
+  jc["max_ulp"] = c.max_ulp >= 0 ? nlohmann::json(c.max_ulp) : nlohmann::json(nullptr);
+  jc["verdict"] = VerdictName(out.verdict);
+  jc["first_failing_step"] = out.step ? nlohmann::json(*out.step) : nlohmann::json(nullptr);
+  jc["first_failing_tensor"] =
+      out.tensor.empty() ? nlohmann::json(nullptr) : nlohmann::json(out.tensor);
+  jc["max_abs"] = out.max_abs;
+  jc["max_rel"] = out.max_rel;
+  jc["max_ulp_seen"] = out.max_ulp;
+  jc["detail"] = out.detail;
+  return jc;
+}
+
+// Fills the result of a cell whose runs finished: schema, groups, series,
+// checks with the verdict, memory and layout.
+void AddRunsAndChecks(const Cell& cell, const CellRuns& r, bool has_loss,
+                      nlohmann::ordered_json& j) {
+  nlohmann::ordered_json schema = nlohmann::ordered_json::object();
+  for (const OptimizerConfig* c : cell.optimizer.setup.Children())
+    schema[c->kind()] = c->schema().Names();
+  j["schema"] = schema;
+  j["groups"] = r.groups;
+  nlohmann::ordered_json runs;
+  runs["reference"] = ReferenceJson(r.reference, has_loss);
+  runs["uninterrupted"] = RunJson(r.uninterrupted.root, cell.dp, r.groups);
+  if (r.resumed) {
+    runs["resumed"] = RunJson(r.resumed->root, cell.resume->dp, r.groups);
+    runs["resumed"]["save_at"] = cell.resume->save_at;
+  }
+  j["runs"] = runs;
+  nlohmann::ordered_json checks = nlohmann::ordered_json::array();
+  nlohmann::ordered_json first_failure = nullptr;
+  for (const CheckSpec& c : cell.checks) {
+    const CheckOutcome out = EvaluateCheck(c, cell, r);
+    checks.push_back(CheckJson(c, out));
+    if (out.verdict == Verdict::kFail && first_failure.is_null())
+      first_failure = {{"check", c.Name()},
+                       {"step", checks.back()["first_failing_step"]},
+                       {"tensor", checks.back()["first_failing_tensor"]},
+                       {"detail", out.detail}};
+  }
+  j["checks"] = checks;
+  j["verdict"] = first_failure.is_null() ? "pass" : "fail";
+  j["first_failure"] = first_failure;
+  j["memory"] = MemoryJson(r.uninterrupted.root.memory);
+  j["layout"] = r.uninterrupted.root.layout;
+}
+
+}  // namespace
+
+nlohmann::ordered_json EnvironmentJson(const std::string& backend) {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string commit = Shell("git rev-parse --short HEAD 2>/dev/null");
+  if (commit.empty()) commit = "unknown";
+  return {
+      {"commit", commit},
+      {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
+                       "." + std::to_string(TORCH_VERSION_PATCH)},
+      {"backend", backend},
+      {"host", host},
+      {"shardcheck", "0.1"}};
+}
+
+nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
+                               std::chrono::milliseconds timeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::ordered_json j;
+  j["format"] = "shardcheck-cell-result/1";
+  j["id"] = cell.id;
+  j["scenario"] = {{"name", cell.scenario}, {"file", cell.file}, {"line", cell.line}};
+  j["config"] = CellConfigJson(cell);
+  j["environment"] = EnvironmentJson(cell.backend);
+  j["verdict"] = "error";
+  j["error"] = nullptr;
+  j["first_failure"] = nullptr;
+  try {
+    if (cell.backend == "nccl")
+      throw Error(
+          "backend nccl runs its ranks as processes: use `shardcheck launch` with `shardcheck "
+          "train` on a GPU node");
+    fs::remove_all(cell_dir);
+    fs::create_directories(cell_dir);
+    const auto source = MakeGradSource(cell.model, cell.seed);
+    const CellRuns r = RunCellRuns(cell, cell_dir, timeout, *source);
+    AddRunsAndChecks(cell, r, source->has_loss(), j);
+  } catch (const std::exception& e) {
+    j["verdict"] = "error";
+    j["error"] = e.what();
+    j["first_failure"] = {
+        {"check", "run"}, {"step", nullptr}, {"tensor", nullptr}, {"detail", e.what()}};
+  }
+  j["wall_s"] = Seconds(t0);
+  try {
+    fs::create_directories(cell_dir);
+    WriteJsonFile((fs::path(cell_dir) / "result.json").string(), j);
+  } catch (const std::exception& e) {
+    std::cerr << "shardcheck: cannot write " << cell_dir << "/result.json: " << e.what() << "\n";
+  }
+  return j;
+}
+
+namespace {
+
+// The cells of `scenarios` that match the filter (all are validated first).
+std::vector<const Cell*> SelectCells(const std::vector<Scenario>& scenarios,
+                                     const std::string& filter) {
+  std::vector<const Cell*> cells;
+  for (const auto& sc : scenarios)
+    for (const auto& c : sc.cells)
+      if (filter.empty() || MatchesFilter(c, filter)) cells.push_back(&c);
+  if (cells.empty()) throw ScenarioError("no cell matches --filter '" + filter + "'");
+  return cells;
+}
+
+// Runs every cell on `jobs` workers, with a progress line per finished cell.
+std::vector<nlohmann::ordered_json> RunAll(const std::vector<const Cell*>& cells,
+                                           const RunnerOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<nlohmann::ordered_json> results(cells.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex print_mu;
+  const bool tty = ::isatty(STDOUT_FILENO);
+  auto worker = [&] {
+    for (size_t i = next++; i < cells.size(); i = next++) {
+      const Cell& c = *cells[i];
+      results[i] = RunCell(c, (fs::path(o.out_dir) / c.id).string(), o.timeout);
+      const size_t d = ++done;
+      if (o.quiet) continue;
+      std::lock_guard<std::mutex> lock(print_mu);
+      const double elapsed = Seconds(t0);
+      const double eta = elapsed / static_cast<double>(d) * static_cast<double>(cells.size() - d);
+      std::printf("%s[%zu/%zu] %-5s %s  %.1fs  (elapsed %.0fs, ETA %.0fs)%s", tty ? "\r\033[K" : "",
+                  d, cells.size(), results[i]["verdict"].get<std::string>().c_str(), c.id.c_str(),
+                  results[i]["wall_s"].get<double>(), elapsed, eta, tty ? "" : "\n");
+      if (tty && results[i]["verdict"] != "pass") std::printf("\n");
+      std::fflush(stdout);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int k = 0; k < std::max(1, o.jobs); ++k) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  if (tty && !o.quiet) std::printf("\n");
+  return results;
+}
+
+struct Counts {
+  int passed = 0, failed = 0, errored = 0;
+};
+
+Counts Count(const std::vector<nlohmann::ordered_json>& results) {
+  Counts n;
+  for (const auto& r : results) {
+    const std::string v = r["verdict"];
+    n.passed += v == "pass";
+    n.failed += v == "fail";
+    n.errored += v == "error";
+  }
+  return n;
+}
+
+// results.json (docs/results-schema.md).
+nlohmann::ordered_json AggregateJson(const std::vector<Scenario>& scenarios,
+                                     const std::vector<const Cell*>& cells,
+                                     const std::vector<nlohmann::ordered_json>& results,
+                                     const std::string& started, double wall_s) {
+  nlohmann::ordered_json agg;
+  agg["format"] = "shardcheck-results/1";
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const Cell& c = *cells[i];
+    const auto& r = results[i];
+    list.push_back(
+        {{"id", c.id},
+         {"dir", c.id},
+         {"scenario", c.scenario},
+         {"optimizer", c.optimizer.label},
+         {"sharding_type", ShardingTypeName(c.sharding_type)},
+         {"dp", c.dp},
+         {"resume_dp", c.resume ? nlohmann::json(c.resume->dp) : nlohmann::json(nullptr)},
+         {"save_at", c.resume ? nlohmann::json(c.resume->save_at) : nlohmann::json(nullptr)},
+         {"dtype", c.dtype},
+         {"model", c.model},
+         {"steps", c.steps},
+         {"verdict", r["verdict"]},
+         {"first_failure", r["first_failure"]},
+         {"wall_s", r["wall_s"]}});
+  }
+  const Counts n = Count(results);
+  agg["verdict"] = (n.failed + n.errored) == 0 ? "pass" : "fail";
+  agg["started"] = started;
+  agg["wall_s"] = wall_s;
+  agg["environment"] = EnvironmentJson(cells.front()->backend);
+  // The registry's order of setups, which the report's matrix rows follow.
+  agg["optimizer_order"] = OptimizerSetup::Names();
+  agg["scenarios"] = nlohmann::ordered_json::array();
+  for (const auto& sc : scenarios)
+    agg["scenarios"].push_back(
+        {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}});
+  agg["counts"] = {
+      {"cells", cells.size()}, {"passed", n.passed}, {"failed", n.failed}, {"errored", n.errored}};
+  agg["cells"] = list;
+  return agg;
+}
+
+void PrintTable(const std::vector<const Cell*>& cells,
+                const std::vector<nlohmann::ordered_json>& results) {
+  size_t w = 4;
+  for (const Cell* c : cells) w = std::max(w, c->id.size());
+  std::printf("\n%-*s  %-7s  %7s  %s\n", static_cast<int>(w), "cell", "verdict", "time",
+              "first failure");
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const auto& r = results[i];
+    std::string ff;
+    if (!r["first_failure"].is_null()) ff = r["first_failure"]["detail"].get<std::string>();
+    if (ff.size() > 120) ff = ff.substr(0, 117) + "...";
+    std::printf("%-*s  %-7s  %6.1fs  %s\n", static_cast<int>(w), cells[i]->id.c_str(),
+                r["verdict"].get<std::string>().c_str(), r["wall_s"].get<double>(), ff.c_str());
+  }
+}
+
+}  // namespace
+
+int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& o) {
+  // Everything is validated before anything runs.
+  std::vector<Scenario> scenarios;
+  for (const auto& f : files) scenarios.push_back(LoadScenario(f));
+  const std::vector<const Cell*> cells = SelectCells(scenarios, o.filter);
+  fs::create_directories(o.out_dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  char started[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  const std::vector<nlohmann::ordered_json> results = RunAll(cells, o);
+  WriteJsonFile((fs::path(o.out_dir) / "results.json").string(),
+                AggregateJson(scenarios, cells, results, started, Seconds(t0)));
+  PrintTable(cells, results);
+  const Counts n = Count(results);
+  std::printf(
+      "\n%d passed, %d failed, %d errored of %zu cells in %.1fs; results in %s/results.json\n",
+      n.passed, n.failed, n.errored, cells.size(), Seconds(t0), o.out_dir.c_str());
+  return (n.failed + n.errored) == 0 ? 0 : 1;
+}
+
+}  // namespace shardcheck

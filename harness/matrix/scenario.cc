@@ -1,0 +1,714 @@
+#include "harness/matrix/scenario.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "spec/setup_request.h"
+#include "testing/model_spec.h"
+
+namespace shardcheck {
+
+std::vector<std::string> Cell::Labels() const {
+  std::vector<std::string> l = {"checkpoint", optimizer.setup.name, ShardingTypeName(sharding_type),
+                                "dp" + std::to_string(dp), dtype};
+  if (resume && resume->dp != dp) l.push_back("dp" + std::to_string(resume->dp));
+  l.push_back(RealModel() ? model : "oracle");
+  return l;
+}
+
+std::string CellDimension(const Cell& c, const std::string& key) {
+  if (key == "id") return c.id;
+  if (key == "optimizer") return c.optimizer.label;
+  if (key == "sharding_type") return ShardingTypeName(c.sharding_type);
+  if (key == "dp") return std::to_string(c.dp);
+  if (key == "resume_dp") return c.resume ? std::to_string(c.resume->dp) : "none";
+  if (key == "dtype") return c.dtype;
+  if (key == "model") return c.model;
+  if (key == "bucket_size") return std::to_string(c.bucket_size);
+  if (key == "seed") return std::to_string(c.seed);
+  if (key == "scenario") return c.scenario;
+  throw Error(
+      "unknown key '" + key +
+      "' (id, optimizer, sharding_type, dp, resume_dp, dtype, model, bucket_size, seed, scenario)");
+}
+
+bool MatchesFilter(const Cell& c, const std::string& filter) {
+  std::stringstream terms(filter);
+  std::string term;
+  while (std::getline(terms, term, ',')) {
+    if (term.empty()) continue;
+    const size_t eq = term.find('=');
+    if (eq == std::string::npos) {
+      if (c.id.find(term) == std::string::npos) return false;
+      continue;
+    }
+    std::string have;
+    try {
+      have = CellDimension(c, term.substr(0, eq));
+    } catch (const Error& e) {
+      throw Error(std::string("--filter: ") + e.what());
+    }
+    if (have != term.substr(eq + 1)) return false;
+  }
+  return true;
+}
+
+namespace {
+
+const std::vector<std::string> kTopKeys = {"name",      "description",   "model",   "dtype",
+                                           "optimizer", "sharding_type", "dp",      "resume",
+                                           "steps",     "bucket_size",   "seed",    "micro_batches",
+                                           "backend",   "checks",        "exclude", "include"};
+// Optimizer keys besides the hyperparameters the registry declares.
+const std::vector<std::string> kOptimizerKeys = {
+    "name",           "label",           "scalar_optimizer",
+    "max_grad_norm",  "lr_warmup_steps", "lr_decay_steps",
+    "lr_decay_style", "min_lr"};
+const std::vector<std::string> kResumeKeys = {"save_at", "dp", "bucket_size"};
+const std::vector<std::string> kCheckKeys = {"kind", "on", "atol", "rtol", "max_ulp", "min_fall"};
+const std::vector<std::string> kMatchKeys = {
+    "optimizer", "sharding_type", "dp", "resume_dp", "dtype", "model", "bucket_size", "seed"};
+const std::vector<std::string> kIncludeKeys = {
+    "optimizer", "sharding_type", "dp",   "resume", "dtype",
+    "model",     "bucket_size",   "seed", "steps",  "micro_batches"};
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// YAML access with file:line:column errors.
+class Parser {
+ public:
+  explicit Parser(std::string file) : file_(std::move(file)) {}
+  const std::string& file() const { return file_; }
+
+  [[noreturn]] void Fail(const YAML::Node& at, const std::string& what) const {
+    const YAML::Mark m = at.Mark();
+    std::ostringstream s;
+    s << file_ << ":" << (m.line + 1) << ":" << (m.column + 1) << ": " << what;
+    throw ScenarioError(s.str());
+  }
+
+  // Map keys of `node`, checked against `allowed`, no duplicates.
+  void CheckKeys(const YAML::Node& node, const std::vector<std::string>& allowed,
+                 const std::string& what) const {
+    if (!node.IsMap()) Fail(node, what + ": expected a mapping");
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) Fail(it->first, what + ": keys must be plain words");
+      const std::string key = it->first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        Fail(it->first,
+             "unknown key '" + key + "' in " + what + " (expected one of: " + Join(allowed) + ")");
+      if (!seen.insert(key).second) Fail(it->first, "duplicate key '" + key + "' in " + what);
+    }
+  }
+
+  template <typename T>
+  T As(const YAML::Node& node, const std::string& key, const char* type) const {
+    if (!node.IsScalar()) Fail(node, key + ": expected " + type);
+    try {
+      return node.as<T>();
+    } catch (const YAML::Exception&) {
+      Fail(node, key + ": expected " + type + ", got '" + node.Scalar() + "'");
+    }
+  }
+  int Int(const YAML::Node& n, const std::string& key) const {
+    return As<int>(n, key, "an integer");
+  }
+  int64_t Int64(const YAML::Node& n, const std::string& key) const {
+    return As<int64_t>(n, key, "an integer");
+  }
+  double Number(const YAML::Node& n, const std::string& key) const {
+    const double v = As<double>(n, key, "a number");
+    if (!std::isfinite(v)) Fail(n, key + ": expected a finite number");
+    return v;
+  }
+  std::string Str(const YAML::Node& n, const std::string& key) const {
+    return As<std::string>(n, key, "a string");
+  }
+
+  // A scalar or a list of scalars, as a list of nodes.
+  std::vector<YAML::Node> Items(const YAML::Node& n, const std::string& key) const {
+    std::vector<YAML::Node> out;
+    if (n.IsSequence()) {
+      for (const auto& x : n) out.push_back(x);
+      if (out.empty()) Fail(n, key + ": empty list");
+    } else if (n.IsScalar() || n.IsMap()) {
+      out.push_back(n);
+    } else {
+      Fail(n, key + ": expected a value or a list");
+    }
+    return out;
+  }
+
+ private:
+  std::string file_;
+};
+
+// --- Optimizers -----------------------------------------------------------
+
+// The setup names an optimizer entry's `name` stands for: itself, or every
+// named setup (`all`) or every elementwise kind (`all_elementwise`).
+std::vector<std::string> ExpandOptimizerName(const std::string& name) {
+  if (name == "all") return OptimizerSetup::Names();
+  if (name == "all_elementwise") return OptimizerSetup::ElementwiseNames();
+  return {name};
+}
+
+// A hyperparameter's value as text: a scalar, or a list of numbers joined
+// with ',' (e.g. ns_coefficients: [3.4445, -4.775, 2.0315]).
+std::string HyperText(const Parser& p, const YAML::Node& value, const std::string& key) {
+  if (!value.IsSequence()) return p.Str(value, key);
+  std::string text;
+  for (const auto& x : value) text += (text.empty() ? "" : ",") + p.Str(x, key);
+  return text;
+}
+
+// Reads one optimizer key into `r`; hyperparameters are checked against the
+// setup right away, so an error points at the key.
+void ReadOptimizerKey(const Parser& p, const YAML::Node& key, const YAML::Node& value,
+                      SetupRequest& r) {
+  const std::string k = key.Scalar();
+  if (k == "name" || k == "label") return;
+  if (k == "scalar_optimizer")
+    r.scalar_optimizer = p.Str(value, k);
+  else if (k == "max_grad_norm")
+    r.max_grad_norm = p.Number(value, k);
+  else if (k == "lr_warmup_steps")
+    r.lr_warmup_steps = p.Int64(value, k);
+  else if (k == "lr_decay_steps")
+    r.lr_decay_steps = p.Int64(value, k);
+  else if (k == "lr_decay_style")
+    r.lr_decay_style = p.Str(value, k);
+  else if (k == "min_lr")
+    r.min_lr = p.Number(value, k);
+  else if (k.rfind("scalar_", 0) == 0)
+    r.scalar_hyper.push_back({k.substr(7), HyperText(p, value, k)});
+  else
+    r.hyper.push_back({k, HyperText(p, value, k)});
+  try {
+    r.Resolve();
+  } catch (const ScenarioError&) {
+    throw;
+  } catch (const Error& e) {
+    p.Fail(key, std::string("optimizer: ") + e.what());
+  }
+}
+
+// An optimizer entry: a name, or a mapping {name, label, hyperparameters...}.
+// `all` and `all_elementwise` give one entry per setup they stand for.
+std::vector<ScenarioOptimizer> ReadOptimizer(const Parser& p, const YAML::Node& n) {
+  std::string name, label;
+  std::vector<std::pair<YAML::Node, YAML::Node>> keys;
+  if (n.IsScalar()) {
+    name = p.Str(n, "optimizer");
+  } else {
+    if (!n.IsMap())
+      p.Fail(n, "optimizer: expected a name or a mapping {name: ..., <hyperparameter>: ...}");
+    if (!n["name"])
+      p.Fail(n, "optimizer: missing key 'name' (" + Join(OptimizerSetup::Names()) + ", all)");
+    name = p.Str(n["name"], "optimizer.name");
+    if (n["label"]) label = p.Str(n["label"], "optimizer.label");
+    std::set<std::string> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar()) p.Fail(it->first, "optimizer: keys must be plain words");
+      if (!seen.insert(it->first.Scalar()).second)
+        p.Fail(it->first, "duplicate key '" + it->first.Scalar() + "' in optimizer");
+      keys.push_back({it->first, it->second});
+    }
+  }
+  const std::vector<std::string> names = ExpandOptimizerName(name);
+  if (!label.empty() && names.size() > 1)
+    p.Fail(n["label"], "optimizer: a label needs a single optimizer, not " + name);
+  std::vector<ScenarioOptimizer> out;
+  for (const std::string& setup_name : names) {
+    SetupRequest r;
+    r.name = setup_name;
+    try {
+      r.Resolve();
+    } catch (const Error& e) {
+      p.Fail(n.IsMap() ? n["name"] : n, e.what());
+    }
+    for (const auto& [key, value] : keys) ReadOptimizerKey(p, key, value, r);
+    out.push_back({label.empty() ? setup_name : label, r.Resolve()});
+  }
+  return out;
+}
+
+// --- Checks, resume plans -------------------------------------------------
+
+CheckSpec ReadCheck(const Parser& p, const YAML::Node& n) {
+  p.CheckKeys(n, kCheckKeys, "check");
+  if (!n["kind"])
+    p.Fail(n, "check: missing key 'kind' (bitwise, tolerance, loss_continuity or loss_fall)");
+  if (!n["on"]) p.Fail(n, "check: missing key 'on' (params, main_params, state or loss)");
+  CheckSpec c;
+  try {
+    c.kind = ParseCheckKind(p.Str(n["kind"], "kind"));
+  } catch (const ScenarioError&) {
+    throw;
+  } catch (const Error& e) {
+    p.Fail(n["kind"], e.what());
+  }
+  try {
+    c.on = ParseCheckOn(p.Str(n["on"], "on"));
+  } catch (const ScenarioError&) {
+    throw;
+  } catch (const Error& e) {
+    p.Fail(n["on"], e.what());
+  }
+  const bool loss_kind = c.kind == CheckKind::kLossContinuity || c.kind == CheckKind::kLossFall;
+  if (loss_kind && c.on != CheckOn::kLoss)
+    p.Fail(n, "check: " + CheckKindName(c.kind) + " goes with on: loss");
+  if (n["min_fall"]) {
+    if (c.kind != CheckKind::kLossFall)
+      p.Fail(n["min_fall"], "check: min_fall belongs to kind loss_fall");
+    c.min_fall = p.Number(n["min_fall"], "min_fall");
+    if (c.min_fall <= 0 || c.min_fall >= 1) p.Fail(n["min_fall"], "min_fall must be in (0, 1)");
+  }
+  if (c.kind == CheckKind::kLossFall) {
+    if (c.min_fall == 0) p.Fail(n, "check: loss_fall needs min_fall (e.g. 0.3 for a 30% fall)");
+    return c;
+  }
+  if (c.kind == CheckKind::kBitwise && c.on == CheckOn::kLoss)
+    p.Fail(n,
+           "check: losses are compared with tolerance or loss_continuity, not bitwise (a bitwise "
+           "same-DP resume check on params covers the losses too)");
+  if (n["atol"]) c.atol = p.Number(n["atol"], "atol");
+  if (n["rtol"]) c.rtol = p.Number(n["rtol"], "rtol");
+  if (n["max_ulp"]) c.max_ulp = p.Int64(n["max_ulp"], "max_ulp");
+  if (c.atol < 0 || c.rtol < 0) p.Fail(n, "check: atol and rtol must be >= 0");
+  if (c.kind == CheckKind::kBitwise && (c.atol > 0 || c.rtol > 0 || c.max_ulp > 0))
+    p.Fail(n, "check: a bitwise check takes no tolerance");
+  if (c.kind != CheckKind::kBitwise && c.atol == 0 && c.rtol == 0 && c.max_ulp < 0)
+    p.Fail(n, "check: a " + CheckKindName(c.kind) +
+                  " check needs atol, rtol or max_ulp (else use kind: bitwise)");
+  return c;
+}
+
+// A resume plan {save_at, dp: N|same, bucket_size} for a run of `steps` steps.
+ResumePlan ReadPlan(const Parser& p, const YAML::Node& n, int steps, int m) {
+  p.CheckKeys(n, kResumeKeys, "resume plan");
+  if (!n["save_at"]) p.Fail(n, "resume plan: missing key 'save_at'");
+  ResumePlan plan;
+  plan.save_at = p.Int(n["save_at"], "save_at");
+  if (plan.save_at < 1 || plan.save_at >= steps)
+    p.Fail(n["save_at"], "save_at " + std::to_string(plan.save_at) +
+                             " must be in [1, steps - 1] = [1, " + std::to_string(steps - 1) + "]");
+  if (n["dp"] && !(n["dp"].IsScalar() && n["dp"].Scalar() == "same")) {
+    plan.dp = p.Int(n["dp"], "resume dp");
+    if (plan.dp < 1) p.Fail(n["dp"], "resume dp must be >= 1 (or 'same')");
+    if (m % plan.dp != 0)
+      p.Fail(n["dp"], "resume dp " + std::to_string(plan.dp) + " does not divide micro_batches " +
+                          std::to_string(m));
+  }
+  if (n["bucket_size"]) plan.bucket_size = p.Int64(n["bucket_size"], "resume bucket_size");
+  return plan;
+}
+
+// --- Dimensions -----------------------------------------------------------
+
+// Everything a cell is made from, each value with the node it came from.
+struct Dimensions {
+  int steps = 12;
+  int micro_batches = 24;
+  std::string backend = "gloo";
+  std::vector<std::pair<std::string, YAML::Node>> models;
+  std::vector<std::string> dtypes = {"fp32"};
+  std::vector<std::pair<ScenarioOptimizer, YAML::Node>> optimizers;
+  std::vector<ShardingType> types;
+  std::vector<std::pair<int, YAML::Node>> dps;
+  std::vector<std::pair<std::optional<ResumePlan>, YAML::Node>> plans;
+  std::vector<int64_t> buckets = {0};
+  std::vector<uint64_t> seeds = {1};
+  std::vector<std::pair<CheckSpec, YAML::Node>> checks;
+};
+
+std::string ReadModel(const Parser& p, const YAML::Node& n) {
+  const std::string model = p.Str(n, "model");
+  try {
+    if (model.rfind("oracle:", 0) == 0) {
+      const std::string rest = model.substr(7);
+      if (rest.rfind("shapes:", 0) == 0)
+        ParseShapes(rest.substr(7));
+      else
+        ModelByName(rest);
+    } else if (model != "gpt-tiny" && model != "moe-tiny") {
+      throw Error("unknown model '" + model +
+                  "' (expected oracle:gpt-tiny, oracle:mixed-small, oracle:shapes:<list>, gpt-tiny "
+                  "or moe-tiny)");
+    }
+  } catch (const Error& e) {
+    p.Fail(n, e.what());
+  }
+  return model;
+}
+
+std::string ReadDtype(const Parser& p, const YAML::Node& n) {
+  const std::string d = p.Str(n, "dtype");
+  if (d != "fp32" && d != "bf16") p.Fail(n, "dtype '" + d + "' (expected fp32 or bf16)");
+  return d;
+}
+
+ShardingType ReadShardingType(const Parser& p, const YAML::Node& n) {
+  try {
+    return ParseShardingType(p.Str(n, "sharding_type"));
+  } catch (const ScenarioError&) {
+    throw;
+  } catch (const Error& e) {
+    p.Fail(n, e.what());
+  }
+}
+
+int ReadDp(const Parser& p, const YAML::Node& n, int m) {
+  const int dp = p.Int(n, "dp");
+  if (dp < 1 || dp > 1024) p.Fail(n, "dp must be in [1, 1024]");
+  if (m % dp != 0)
+    p.Fail(n, "dp " + std::to_string(dp) + " does not divide micro_batches " + std::to_string(m));
+  return dp;
+}
+
+// steps, micro_batches and backend: what the other dimensions are checked against.
+void ReadRunShape(const Parser& p, const YAML::Node& root, Dimensions& d) {
+  if (root["steps"]) d.steps = p.Int(root["steps"], "steps");
+  if (d.steps < 1 || d.steps > 100000) p.Fail(root["steps"], "steps must be in [1, 100000]");
+  if (root["micro_batches"]) d.micro_batches = p.Int(root["micro_batches"], "micro_batches");
+  if (d.micro_batches < 1 || d.micro_batches > 32)
+    p.Fail(root["micro_batches"],
+           "micro_batches must be in [1, 32] (the oracle's sums stay exact up to 32)");
+  if (root["backend"]) {
+    d.backend = p.Str(root["backend"], "backend");
+    if (d.backend != "gloo" && d.backend != "nccl" && d.backend != "auto")
+      p.Fail(root["backend"], "backend '" + d.backend + "' (expected gloo, nccl or auto)");
+  }
+}
+
+void ReadPlans(const Parser& p, const YAML::Node& root, Dimensions& d) {
+  d.plans = {{std::nullopt, root}};
+  if (!root["resume"]) return;
+  d.plans.clear();
+  for (const auto& n : p.Items(root["resume"], "resume")) {
+    if (n.IsScalar()) {
+      if (n.Scalar() != "none") p.Fail(n, "resume: expected 'none' or {save_at: K, dp: N|same}");
+      d.plans.push_back({std::nullopt, n});
+      continue;
+    }
+    d.plans.push_back({ReadPlan(p, n, d.steps, d.micro_batches), n});
+  }
+}
+
+Dimensions ReadDimensions(const Parser& p, const YAML::Node& root) {
+  Dimensions d;
+  ReadRunShape(p, root, d);
+  for (const auto& n : p.Items(root["model"], "model")) d.models.push_back({ReadModel(p, n), n});
+  if (root["dtype"]) {
+    d.dtypes.clear();
+    for (const auto& n : p.Items(root["dtype"], "dtype")) d.dtypes.push_back(ReadDtype(p, n));
+  }
+  for (const auto& n : p.Items(root["optimizer"], "optimizer"))
+    for (auto& e : ReadOptimizer(p, n)) d.optimizers.push_back({std::move(e), n});
+  for (const auto& n : p.Items(root["sharding_type"], "sharding_type"))
+    d.types.push_back(ReadShardingType(p, n));
+  for (const auto& n : p.Items(root["dp"], "dp"))
+    d.dps.push_back({ReadDp(p, n, d.micro_batches), n});
+  ReadPlans(p, root, d);
+  if (root["bucket_size"]) {
+    d.buckets.clear();
+    for (const auto& n : p.Items(root["bucket_size"], "bucket_size")) {
+      const int64_t b = p.Int64(n, "bucket_size");
+      if (b < 0) p.Fail(n, "bucket_size must be >= 0 (0: one bucket)");
+      d.buckets.push_back(b);
+    }
+  }
+  if (root["seed"]) {
+    d.seeds.clear();
+    for (const auto& n : p.Items(root["seed"], "seed")) {
+      const int64_t s = p.Int64(n, "seed");
+      if (s < 0) p.Fail(n, "seed must be >= 0");
+      d.seeds.push_back(static_cast<uint64_t>(s));
+    }
+  }
+  if (root["checks"]) {
+    if (!root["checks"].IsSequence())
+      p.Fail(root["checks"], "checks: expected a list of {kind, on, ...}");
+    for (const auto& n : root["checks"]) d.checks.push_back({ReadCheck(p, n), n});
+  }
+  return d;
+}
+
+// --- Cells ----------------------------------------------------------------
+
+// One choice of every dimension, with the nodes errors point at.
+struct CellChoice {
+  std::string model, dtype;
+  const ScenarioOptimizer* optimizer = nullptr;
+  YAML::Node optimizer_node;
+  ShardingType type = ShardingType::kDpReshardable;
+  int dp = 1;
+  std::optional<ResumePlan> plan;
+  YAML::Node plan_node;
+  int64_t bucket = 0;
+  uint64_t seed = 1;
+  int steps = 12, micro_batches = 24, line = 0;
+};
+
+std::string ModelId(const std::string& model) {
+  std::string s = model;
+  for (char& ch : s)
+    if (ch == ':' || ch == ',' || ch == '=' || ch == '/') ch = '-';
+  if (s.size() > 32) {
+    // Long shape lists: a short stable digest instead.
+    uint64_t h = 1469598103934665603ull;
+    for (char ch : model) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "%08llx", static_cast<unsigned long long>(h & 0xffffffffull));
+    s = "oracle-shapes-" + std::string(buf);
+  }
+  return s;
+}
+
+// docs/scenarios.md, "Default checks". Oracle models: bitwise everything.
+// Real models: params within a tolerance of the reference, except for
+// sign-based optimizers (a rounding difference in a gradient near zero flips
+// a sign and moves that element by 2 lr), which are judged on the loss; a
+// resume must continue bitwise at the same DP size and the loss curve must
+// continue.
+std::vector<CheckSpec> DefaultChecks(const Cell& c) {
+  if (!c.RealModel())
+    return {{CheckKind::kBitwise, CheckOn::kParams},
+            {CheckKind::kBitwise, CheckOn::kMainParams},
+            {CheckKind::kBitwise, CheckOn::kState}};
+  const bool bf16 = c.dtype == "bf16";
+  std::vector<CheckSpec> checks;
+  if (!c.optimizer.setup.AnySignBased())
+    checks.push_back({CheckKind::kTolerance, CheckOn::kParams, bf16 ? 1e-2 : 1e-3, 1e-2, -1});
+  checks.push_back({CheckKind::kTolerance, CheckOn::kLoss, 0.0, bf16 ? 1e-2 : 1e-4, -1});
+  if (c.resume) {
+    checks.push_back({CheckKind::kBitwise, CheckOn::kParams});
+    checks.push_back({CheckKind::kLossContinuity, CheckOn::kLoss, 0.0, bf16 ? 1e-2 : 1e-4, -1});
+  }
+  return checks;
+}
+
+std::string CellId(const Cell& c, const Dimensions& d) {
+  std::string id =
+      c.optimizer.label + "." + ShardingTypeName(c.sharding_type) + ".dp" + std::to_string(c.dp);
+  if (c.resume) {
+    id += (c.resume->dp == c.dp ? "-resume@" : "-to-dp" + std::to_string(c.resume->dp) + "@") +
+          std::to_string(c.resume->save_at);
+    if (c.resume->bucket_size) id += "-bs" + std::to_string(*c.resume->bucket_size);
+  }
+  id += "." + c.dtype + "." + ModelId(c.model);
+  if (d.buckets.size() > 1) id += ".bs" + std::to_string(c.bucket_size);
+  if (d.seeds.size() > 1) id += ".seed" + std::to_string(c.seed);
+  return id;
+}
+
+// Fails when a choice cannot run: a whole-param kind that needs a 2-D hidden
+// weight on a model without one, or a bucket-size change the type forbids.
+void CheckChoice(const Parser& p, const CellChoice& ch) {
+  const OptimizerSetup& setup = ch.optimizer->setup;
+  if (const OptimizerConfig* needs = setup.NeedsMatrix();
+      needs && ch.model.rfind("oracle:", 0) == 0) {
+    const std::string rest = ch.model.substr(7);
+    const ModelSpec spec =
+        rest.rfind("shapes:", 0) == 0 ? ParseShapes(rest.substr(7)) : ModelByName(rest);
+    if (!spec.HasMatrixParams())
+      p.Fail(ch.optimizer_node, "optimizer " + ch.optimizer->label +
+                                    " needs a 2-D hidden weight (for " + needs->kind() +
+                                    "), and model " + ch.model + " has none");
+  }
+  if (ch.plan && ch.plan->bucket_size && *ch.plan->bucket_size != ch.bucket &&
+      (ch.type == ShardingType::kDpReshardable || ch.type == ShardingType::kDpZeroGatherScatter))
+    p.Fail(ch.plan_node, "sharding type " + ShardingTypeName(ch.type) +
+                             " cannot change the bucket size on resume (only the DP size); use "
+                             "fully_reshardable or fully_sharded_model_space");
+}
+
+Cell MakeCell(const Parser& p, const std::string& name, const Dimensions& d, const CellChoice& ch) {
+  CheckChoice(p, ch);
+  Cell c;
+  c.scenario = name;
+  c.file = p.file();
+  c.line = ch.line;
+  c.model = ch.model;
+  c.dtype = ch.dtype;
+  c.optimizer = *ch.optimizer;
+  c.sharding_type = ch.type;
+  c.dp = ch.dp;
+  c.steps = ch.steps;
+  c.bucket_size = ch.bucket;
+  c.seed = ch.seed;
+  c.micro_batches = ch.micro_batches;
+  c.backend = d.backend;
+  c.resume = ch.plan;
+  if (c.resume && c.resume->dp == 0) c.resume->dp = ch.dp;
+  for (const auto& [check, node] : d.checks) {
+    if (check.on == CheckOn::kLoss && !c.RealModel())
+      p.Fail(node,
+             "a loss check needs a real model (gpt-tiny or moe-tiny); oracle runs have no loss");
+    if (check.kind == CheckKind::kLossContinuity && !c.resume) continue;  // nothing to continue
+    c.checks.push_back(check);
+  }
+  if (d.checks.empty()) c.checks = DefaultChecks(c);
+  c.id = CellId(c, d);
+  return c;
+}
+
+// --- Excludes and includes ------------------------------------------------
+
+// An exclude entry: dimension -> accepted values; a cell matches when every
+// given dimension does.
+struct Match {
+  std::map<std::string, std::vector<std::string>> values;
+  bool Matches(const Cell& c) const {
+    for (const auto& [key, vals] : values)
+      if (std::find(vals.begin(), vals.end(), CellDimension(c, key)) == vals.end()) return false;
+    return true;
+  }
+};
+
+std::vector<Match> ReadExcludes(const Parser& p, const YAML::Node& root) {
+  std::vector<Match> out;
+  if (!root["exclude"]) return out;
+  if (!root["exclude"].IsSequence())
+    p.Fail(root["exclude"], "exclude: expected a list of mappings");
+  for (const auto& n : root["exclude"]) {
+    p.CheckKeys(n, kMatchKeys, "exclude entry");
+    Match mt;
+    for (auto it = n.begin(); it != n.end(); ++it)
+      for (const auto& v : p.Items(it->second, it->first.Scalar()))
+        mt.values[it->first.Scalar()].push_back(p.Str(v, it->first.Scalar()));
+    out.push_back(std::move(mt));
+  }
+  return out;
+}
+
+// One include entry: a cell whose unspecified dimensions take the scenario's first value.
+std::vector<Cell> IncludeCells(const Parser& p, const std::string& name, const Dimensions& d,
+                               const YAML::Node& n) {
+  p.CheckKeys(n, kIncludeKeys, "include entry");
+  CellChoice ch;
+  ch.steps = n["steps"] ? p.Int(n["steps"], "steps") : d.steps;
+  if (ch.steps < 1) p.Fail(n["steps"], "steps must be >= 1");
+  ch.micro_batches =
+      n["micro_batches"] ? p.Int(n["micro_batches"], "micro_batches") : d.micro_batches;
+  if (ch.micro_batches < 1 || ch.micro_batches > 32)
+    p.Fail(n["micro_batches"], "micro_batches must be in [1, 32]");
+  ch.model = n["model"] ? ReadModel(p, n["model"]) : d.models[0].first;
+  ch.dtype = n["dtype"] ? ReadDtype(p, n["dtype"]) : d.dtypes[0];
+  ch.type = n["sharding_type"] ? ReadShardingType(p, n["sharding_type"]) : d.types[0];
+  ch.dp = n["dp"] ? p.Int(n["dp"], "dp") : d.dps[0].first;
+  if (ch.dp < 1 || ch.micro_batches % ch.dp != 0)
+    p.Fail(n["dp"] ? n["dp"] : n, "dp " + std::to_string(ch.dp) +
+                                      " does not divide micro_batches " +
+                                      std::to_string(ch.micro_batches));
+  if (n["resume"]) ch.plan = ReadPlan(p, n["resume"], ch.steps, ch.micro_batches);
+  ch.plan_node = n;
+  ch.bucket = n["bucket_size"] ? p.Int64(n["bucket_size"], "bucket_size") : d.buckets[0];
+  ch.seed = n["seed"] ? static_cast<uint64_t>(p.Int64(n["seed"], "seed")) : d.seeds[0];
+  ch.line = static_cast<int>(n.Mark().line) + 1;
+  ch.optimizer_node = n;
+  std::vector<Cell> cells;
+  if (!n["optimizer"]) {
+    ch.optimizer = &d.optimizers[0].first;
+    cells.push_back(MakeCell(p, name, d, ch));
+    return cells;
+  }
+  const std::vector<ScenarioOptimizer> entries = ReadOptimizer(p, n["optimizer"]);
+  for (const ScenarioOptimizer& e : entries) {
+    ch.optimizer = &e;
+    cells.push_back(MakeCell(p, name, d, ch));
+  }
+  return cells;
+}
+
+// The cross product of every dimension.
+std::vector<Cell> CrossProduct(const Parser& p, const std::string& name, const Dimensions& d,
+                               int line) {
+  std::vector<Cell> cells;
+  CellChoice ch;
+  ch.steps = d.steps;
+  ch.micro_batches = d.micro_batches;
+  ch.line = line;
+  for (const auto& [model, model_node] : d.models)
+    for (const auto& dtype : d.dtypes)
+      for (const auto& [opt, opt_node] : d.optimizers)
+        for (ShardingType t : d.types)
+          for (const auto& [dp, dp_node] : d.dps)
+            for (const auto& [plan, plan_node] : d.plans)
+              for (int64_t b : d.buckets)
+                for (uint64_t s : d.seeds) {
+                  ch.model = model;
+                  ch.dtype = dtype;
+                  ch.optimizer = &opt;
+                  ch.optimizer_node = opt_node;
+                  ch.type = t;
+                  ch.dp = dp;
+                  ch.plan = plan;
+                  ch.plan_node = plan_node;
+                  ch.bucket = b;
+                  ch.seed = s;
+                  cells.push_back(MakeCell(p, name, d, ch));
+                }
+  return cells;
+}
+
+YAML::Node LoadYaml(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw ScenarioError(path + ": no such scenario file");
+  try {
+    return YAML::LoadFile(path);
+  } catch (const YAML::ParserException& e) {
+    throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                        std::to_string(e.mark.column + 1) + ": YAML syntax: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw ScenarioError(path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+Scenario LoadScenario(const std::string& path) {
+  const YAML::Node root = LoadYaml(path);
+  Parser p(path);
+  if (!root.IsMap()) p.Fail(root, "a scenario is a mapping of keys (name, model, optimizer, ...)");
+  p.CheckKeys(root, kTopKeys, "scenario");
+  for (const char* required : {"name", "model", "optimizer", "sharding_type", "dp"})
+    if (!root[required]) p.Fail(root, std::string("missing key '") + required + "'");
+  Scenario sc;
+  sc.file = path;
+  sc.name = p.Str(root["name"], "name");
+  if (root["description"]) sc.description = p.Str(root["description"], "description");
+  const Dimensions d = ReadDimensions(p, root);
+  const std::vector<Match> excludes = ReadExcludes(p, root);
+  std::set<std::string> ids;
+  auto add = [&](Cell c) {
+    for (const Match& m : excludes)
+      if (m.Matches(c)) return;
+    // Overlapping plans (e.g. `dp: same` and `dp: 2` on a dp-2 cell) give the
+    // same cell twice; it runs once.
+    if (ids.insert(c.id).second) sc.cells.push_back(std::move(c));
+  };
+  for (Cell& c : CrossProduct(p, sc.name, d, static_cast<int>(root.Mark().line) + 1))
+    add(std::move(c));
+  if (root["include"]) {
+    if (!root["include"].IsSequence())
+      p.Fail(root["include"], "include: expected a list of mappings");
+    for (const auto& n : root["include"])
+      for (Cell& c : IncludeCells(p, sc.name, d, n)) add(std::move(c));
+  }
+  if (sc.cells.empty()) p.Fail(root, "the matrix is empty after exclude");
+  return sc;
+}
+
+}  // namespace shardcheck

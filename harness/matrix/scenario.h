@@ -1,0 +1,79 @@
+// Scenario files (docs/scenarios.md): YAML that parametrizes model x dtype
+// x optimizer x sharding type x DP size x resume plan x bucket size x seed,
+// with checks. Parsing validates everything before anything runs; every
+// error is one line "file:line:column: what was expected". Optimizer names,
+// their hyperparameter keys and `optimizer: all` come from the registry.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distributed/checkpoint_format.h"
+#include "harness/matrix/check_spec.h"
+#include "spec/config.h"
+#include "spec/error.h"
+
+namespace shardcheck {
+
+// A scenario error: the CLI exits 2 with its one-line message.
+class ScenarioError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct ResumePlan {
+  int save_at = 0;
+  int dp = 0;                          // 0: the cell's own DP size
+  std::optional<int64_t> bucket_size;  // a bucket-size change on resume
+};
+
+struct ScenarioOptimizer {
+  std::string label;  // the setup name, or the entry's `label`
+  OptimizerSetup setup;
+};
+
+// One cell of the expanded matrix, fully resolved.
+struct Cell {
+  std::string id;
+  std::string scenario, file;
+  int line = 0;       // of the scenario (or include entry) that produced it
+  std::string model;  // oracle:gpt-tiny | oracle:shapes:<list> | gpt-tiny | moe-tiny
+  std::string dtype;  // fp32 | bf16
+  ScenarioOptimizer optimizer;
+  ShardingType sharding_type = ShardingType::kDpReshardable;
+  int dp = 1;
+  std::optional<ResumePlan> resume;  // dp resolved (never 0)
+  int steps = 12;
+  int64_t bucket_size = 0;
+  uint64_t seed = 1;
+  int micro_batches = 24;
+  std::string backend = "gloo";
+  std::vector<CheckSpec> checks;
+
+  bool RealModel() const { return model.rfind("oracle:", 0) != 0; }
+  int ResumeDp() const { return resume ? resume->dp : dp; }
+  // Labels for ctest: checkpoint, optimizer, sharding type, dpN (both DP sizes), dtype, model kind.
+  std::vector<std::string> Labels() const;
+};
+
+struct Scenario {
+  std::string file, name, description;
+  std::vector<Cell> cells;  // expanded, excludes applied, includes added
+};
+
+// Parses, validates and expands `path`. Throws ScenarioError.
+Scenario LoadScenario(const std::string& path);
+
+// The value of a dimension of `cell` as scenario files and filters name it:
+// id, optimizer, sharding_type, dp, resume_dp ("none" without a resume),
+// dtype, model, bucket_size, seed, scenario. Throws Error on another key.
+std::string CellDimension(const Cell& cell, const std::string& key);
+
+// True if `cell` matches a --filter expression: comma-separated terms
+// key=value (a CellDimension key) or a bare substring of the id; all terms
+// must match. Throws Error on an unknown key.
+bool MatchesFilter(const Cell& cell, const std::string& filter);
+
+}  // namespace shardcheck

@@ -1,0 +1,227 @@
+// Scenario files: expansion of the matrix, filters, and one test per kind
+// of malformed scenario, each asserting the one-line file:line:column error.
+#include "harness/matrix/scenario.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace shardcheck {
+namespace {
+
+std::string Write(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("shardcheck_scn_" + std::to_string(::getpid()) + "_" + name + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+const char* kGood = R"(name: good
+model: oracle:mixed-small
+dtype: [fp32, bf16]
+optimizer: [adam, {name: lion, weight_decay: 0.1}]
+sharding_type: [dp_reshardable, fully_reshardable]
+dp: [1, 2, 3]
+resume:
+  - {save_at: 4, dp: same}
+  - {save_at: 4, dp: 2}
+steps: 8
+bucket_size: 1000
+exclude:
+  - {optimizer: lion, dp: 3}
+include:
+  - {optimizer: muon_lion, sharding_type: fully_sharded_model_space, dp: 4, resume: {save_at: 2, dp: 1}}
+)";
+
+TEST(Scenario, ExpandsCrossProductWithExcludeAndInclude) {
+  const Scenario sc = LoadScenario(Write("good", kGood));
+  // 2 dtypes x 2 optimizers x 2 types x (dp 1: 2 plans, dp 2: 1 — `same` and
+  // `2` are one cell —, dp 3: 2) = 40, minus lion at dp 3 (2 x 2 x 2 = 8),
+  // plus one include.
+  EXPECT_EQ(sc.cells.size(), 40u - 8u + 1u);
+  const Cell& last = sc.cells.back();
+  EXPECT_EQ(last.optimizer.label, "muon_lion");
+  EXPECT_EQ(last.dp, 4);
+  ASSERT_TRUE(last.resume);
+  EXPECT_EQ(last.resume->dp, 1);
+  for (const Cell& c : sc.cells) {
+    EXPECT_FALSE(c.optimizer.label == "lion" && c.dp == 3) << c.id;
+    ASSERT_FALSE(c.checks.empty());  // oracle defaults: bitwise params, main params, state
+    EXPECT_EQ(c.checks[0].kind, CheckKind::kBitwise);
+  }
+  for (const Cell& c : sc.cells) {
+    if (c.optimizer.label == "lion") {
+      EXPECT_EQ(c.optimizer.setup.main.weight_decay(), 0.1);
+    }
+  }
+}
+
+TEST(Scenario, LabelsAndFilter) {
+  const Scenario sc = LoadScenario(Write("good2", kGood));
+  const Cell* c = nullptr;
+  for (const Cell& x : sc.cells)
+    if (x.optimizer.label == "adam" && x.dp == 3 && x.resume && x.resume->dp == 2 &&
+        x.dtype == "bf16" && x.sharding_type == ShardingType::kFullyReshardable)
+      c = &x;
+  ASSERT_NE(c, nullptr);
+  const auto labels = c->Labels();
+  for (const char* l : {"checkpoint", "adam", "fully_reshardable", "dp3", "dp2", "bf16"})
+    EXPECT_NE(std::find(labels.begin(), labels.end(), l), labels.end()) << l;
+  EXPECT_TRUE(MatchesFilter(*c, "optimizer=adam,dp=3,resume_dp=2"));
+  EXPECT_FALSE(MatchesFilter(*c, "optimizer=lion"));
+  EXPECT_TRUE(MatchesFilter(*c, "id=" + c->id));
+  EXPECT_TRUE(MatchesFilter(*c, "fully_reshardable"));
+}
+
+// `optimizer: all` expands to every named setup of the registry, with the
+// hyperparameters every setup declares; `all_elementwise` to the elementwise kinds.
+TEST(Scenario, OptimizerAllExpandsFromTheRegistry) {
+  const Scenario sc = LoadScenario(Write("all",
+                                         "name: all\nmodel: oracle:mixed-small\n"
+                                         "optimizer: {name: all, weight_decay: 0.03}\n"
+                                         "sharding_type: dp_reshardable\ndp: 2\n"));
+  std::vector<std::string> labels;
+  for (const Cell& c : sc.cells) {
+    labels.push_back(c.optimizer.label);
+    for (const OptimizerConfig* child : c.optimizer.setup.Children())
+      EXPECT_EQ(child->weight_decay(), 0.03) << c.id;
+  }
+  EXPECT_EQ(labels, OptimizerSetup::Names());
+  const Scenario ew = LoadScenario(Write("all_ew",
+                                         "name: ew\nmodel: oracle:mixed-small\n"
+                                         "optimizer: all_elementwise\n"
+                                         "sharding_type: dp_reshardable\ndp: 2\n"));
+  labels.clear();
+  for (const Cell& c : ew.cells) {
+    labels.push_back(c.optimizer.label);
+    EXPECT_FALSE(c.optimizer.setup.IsComposite()) << c.id;
+  }
+  EXPECT_EQ(labels, OptimizerSetup::ElementwiseNames());
+}
+
+// Every hyperparameter key the registry declares is a scenario key; a
+// composite takes scalar_<name> for its scalar optimizer and a scalar_optimizer.
+TEST(Scenario, HyperparametersByNameAndScalarOptimizer) {
+  const Scenario sc = LoadScenario(
+      Write("hyper",
+            "name: h\nmodel: oracle:mixed-small\n"
+            "optimizer:\n"
+            "  - {name: muon, scalar_optimizer: lion, momentum: 0.9, scalar_beta1: 0.5,"
+            " nesterov: true, ns_coefficients: [3.0, -4.0, 2.0]}\n"
+            "sharding_type: dp_reshardable\ndp: 2\n"));
+  ASSERT_EQ(sc.cells.size(), 1u);
+  const OptimizerSetup& s = sc.cells[0].optimizer.setup;
+  EXPECT_EQ(s.name, "muon_lion");
+  ASSERT_TRUE(s.scalar);
+  EXPECT_EQ(s.main.Real("momentum"), 0.9);
+  EXPECT_TRUE(s.main.Flag("nesterov"));
+  EXPECT_EQ(s.main.Reals("ns_coefficients"), (std::vector<double>{3.0, -4.0, 2.0}));
+  EXPECT_EQ(s.scalar->Real("beta1"), 0.5);
+  EXPECT_EQ(s.scalar->kind(), "lion");
+}
+
+struct Bad {
+  const char* desc;
+  std::string text;
+  int line, column;
+  const char* words;
+};
+
+class MalformedScenario : public testing::TestWithParam<Bad> {};
+
+TEST_P(MalformedScenario, OneLineErrorWithFileLineColumn) {
+  const Bad& b = GetParam();
+  const std::string path = Write(b.desc, b.text);
+  try {
+    LoadScenario(path);
+    FAIL() << "accepted: " << b.desc;
+  } catch (const ScenarioError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    const std::string where =
+        path + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) + ": ";
+    EXPECT_EQ(msg.rfind(where, 0), 0u) << "expected to start with " << where << "\n got: " << msg;
+    EXPECT_NE(msg.find(b.words), std::string::npos) << "expected '" << b.words << "' in: " << msg;
+  }
+}
+
+const std::string kHead = "name: x\nmodel: oracle:mixed-small\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Mistakes, MalformedScenario,
+    testing::Values(
+        Bad{"unknown_key",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: 2\ndps: 3\n", 6, 1,
+            "unknown key 'dps'"},
+        Bad{"wrong_type",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: 2\nsteps: ten\n", 6, 8,
+            "steps: expected an integer"},
+        Bad{"dp_not_dividing_m",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: [2, 5]\n", 5, 9,
+            "dp 5 does not divide micro_batches 24"},
+        Bad{"type_forbids_plan",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: 2\nresume:\n  - {save_at: "
+                    "4, dp: 3, bucket_size: 500}\n",
+            7, 5, "cannot change the bucket size"},
+        Bad{"muon_without_matrix",
+            "name: x\nmodel: oracle:shapes:a=32,b=16\noptimizer: [adam, muon_lion]\nsharding_type: "
+            "dp_reshardable\ndp: 2\n",
+            3, 19, "needs a 2-D hidden weight"},
+        Bad{"unknown_optimizer",
+            kHead + "optimizer: [adam, adagrad]\nsharding_type: dp_reshardable\ndp: 2\n", 3, 19,
+            "unknown optimizer 'adagrad'"},
+        Bad{"unknown_sharding_type", kHead + "optimizer: adam\nsharding_type: [zero3]\ndp: 2\n", 4,
+            17, "unknown sharding type 'zero3'"},
+        Bad{"save_after_last_step",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: 2\nsteps: 5\nresume: "
+                    "[{save_at: 5, dp: 1}]\n",
+            7, 20, "save_at 5 must be in [1, steps - 1]"},
+        Bad{"loss_check_on_oracle",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: 2\nchecks:\n  - {kind: "
+                    "tolerance, on: loss, rtol: 0.1}\n",
+            7, 5, "a loss check needs a real model"},
+        Bad{"negative_tolerance",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: 2\nchecks:\n  - {kind: "
+                    "tolerance, on: params, rtol: -1}\n",
+            7, 5, "atol and rtol must be >= 0"},
+        Bad{"unknown_check_kind",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: 2\nchecks:\n  - {kind: "
+                    "close, on: params}\n",
+            7, 12, "check kind 'close'"},
+        Bad{"unknown_model",
+            "name: x\nmodel: gpt-huge\noptimizer: adam\nsharding_type: dp_reshardable\ndp: 2\n", 2,
+            8, "unknown model 'gpt-huge'"},
+        Bad{"duplicate_key",
+            kHead + "optimizer: adam\nsharding_type: dp_reshardable\ndp: 2\ndp: 3\n", 6, 1,
+            "duplicate key 'dp'"},
+        Bad{"yaml_syntax", kHead + "optimizer: [adam\nsharding_type: dp_reshardable\n", 4, 14,
+            "YAML syntax"},
+        Bad{"missing_key", "name: x\nmodel: oracle:mixed-small\noptimizer: adam\ndp: 2\n", 1, 1,
+            "missing key 'sharding_type'"},
+        Bad{"bad_optimizer_field",
+            kHead + "optimizer: [{name: adam, betas: 0.9}]\nsharding_type: dp_reshardable\ndp: 2\n",
+            3, 26, "optimizer adam has no hyperparameter 'betas' (adam takes: lr, weight_decay"},
+        Bad{"hyperparameter_the_optimizer_lacks",
+            kHead + "optimizer: [{name: lion, eps: 1e-8}]\nsharding_type: dp_reshardable\ndp: 2\n",
+            3, 26,
+            "optimizer lion has no hyperparameter 'eps' (lion takes: lr, weight_decay, beta1, "
+            "beta2)"},
+        Bad{"hyperparameter_out_of_range",
+            kHead + "optimizer: [{name: adam, beta1: 1.5}]\nsharding_type: dp_reshardable\ndp: 2\n",
+            3, 26, "invalid beta1: 1.5"},
+        Bad{"all_with_a_key_some_lack",
+            kHead + "optimizer: {name: all, eps: 1e-6}\nsharding_type: dp_reshardable\ndp: 2\n", 3,
+            24, "has no hyperparameter 'eps'"},
+        Bad{"label_on_all",
+            kHead + "optimizer: {name: all, label: x}\nsharding_type: dp_reshardable\ndp: 2\n", 3,
+            31, "a label needs a single optimizer"},
+        Bad{"scalar_key_without_scalar",
+            kHead +
+                "optimizer: {name: adam, scalar_lr: 0.1}\nsharding_type: dp_reshardable\ndp: 2\n",
+            3, 25, "has no scalar optimizer"}),
+    [](const auto& info) { return std::string(info.param.desc); });
+
+}  // namespace
+}  // namespace shardcheck

@@ -1,0 +1,136 @@
+// The optimizer registry: every entry is complete and consistent, the
+// named setups derive from it, and a bad entry is refused with its name.
+#include "spec/registry.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "spec/config.h"
+#include "spec/error.h"
+
+namespace shardcheck {
+namespace {
+
+// Regression: the built-in kinds were registered lazily without a lock, so
+// rank threads that read the registry first could see it half-filled
+// ("unknown optimizer 'adam'"). Under ctest this test is its process's first
+// reader.
+TEST(Registry, FirstReadFromManyThreadsSeesEveryBuiltInKind) {
+  std::vector<std::vector<std::string>> seen(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i)
+    threads.emplace_back([&seen, i] { seen[i] = OptimizerSetup::ElementwiseNames(); });
+  for (auto& t : threads) t.join();
+  for (const auto& names : seen) {
+    EXPECT_EQ(names, seen[0]);
+    EXPECT_GE(names.size(), 3u);
+  }
+}
+
+TEST(Registry, EveryKindDeclaresLrWeightDecayAndAKernelForItsPlacement) {
+  ASSERT_FALSE(Optimizers().empty());
+  std::set<std::string> names;
+  for (const OptimizerEntry* e : Optimizers()) {
+    const OptimizerSpec& s = e->spec;
+    EXPECT_TRUE(names.insert(s.name).second) << s.name;
+    EXPECT_NE(s.FindHyperParam("lr"), nullptr) << s.name;
+    EXPECT_NE(s.FindHyperParam("weight_decay"), nullptr) << s.name;
+    EXPECT_FALSE(s.schema.keys.empty()) << s.name;
+    EXPECT_FALSE(s.title.empty()) << s.name;
+    if (s.placement == Placement::kElementwise) {
+      EXPECT_TRUE(static_cast<bool>(e->elementwise)) << s.name;
+      EXPECT_EQ(e->elementwise.state_count, static_cast<int>(s.schema.keys.size())) << s.name;
+    } else {
+      EXPECT_NE(e->whole_param, nullptr) << s.name;
+      EXPECT_TRUE(TryFindOptimizer(s.default_scalar))
+          << s.name << " names an unknown scalar " << s.default_scalar;
+    }
+    // Defaults validate.
+    EXPECT_NO_THROW(OptimizerConfig::Defaults(s.name).Validate()) << s.name;
+  }
+}
+
+TEST(Registry, NamedSetupsAreElementwiseKindsThenComposites) {
+  const std::vector<std::string> names = OptimizerSetup::Names();
+  const std::vector<std::string> elementwise = OptimizerSetup::ElementwiseNames();
+  ASSERT_GE(names.size(), elementwise.size());
+  for (size_t i = 0; i < elementwise.size(); ++i) EXPECT_EQ(names[i], elementwise[i]);
+  for (const auto& n : names) {
+    const OptimizerSetup s = OptimizerSetup::Defaults(n);
+    EXPECT_EQ(s.name, n);
+    EXPECT_NO_THROW(s.Validate()) << n;
+    if (s.IsComposite()) {
+      EXPECT_EQ(s.main.spec().placement, Placement::kWholeParam) << n;
+      EXPECT_EQ(s.scalar->spec().placement, Placement::kElementwise) << n;
+      // Both children start with the run's lr and weight decay.
+      EXPECT_EQ(s.scalar->lr(), s.main.lr()) << n;
+      EXPECT_EQ(s.scalar->weight_decay(), s.main.weight_decay()) << n;
+    }
+  }
+}
+
+TEST(Registry, UnknownKindErrorListsTheKinds) {
+  try {
+    FindOptimizer("adagrad");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("unknown optimizer kind 'adagrad'"), std::string::npos) << msg;
+    for (const OptimizerEntry* o : Optimizers())
+      EXPECT_NE(msg.find(o->spec.name), std::string::npos) << msg;
+  }
+}
+
+TEST(Registry, RefusesADuplicateOrAnIncompleteEntry) {
+  const OptimizerEntry& adam = FindOptimizer("adam");
+  EXPECT_THROW(RegisterOptimizer(adam), Error);  // duplicate name
+  OptimizerEntry no_kernel{adam.spec, {}, nullptr};
+  no_kernel.spec.name = "adam_without_kernel";
+  EXPECT_THROW(RegisterOptimizer(no_kernel), Error);
+  OptimizerEntry wrong_count = adam;
+  wrong_count.spec.name = "adam_three_keys";
+  wrong_count.spec.schema.keys.push_back({"extra", c10::kFloat});
+  EXPECT_THROW(RegisterOptimizer(wrong_count), Error);
+  OptimizerEntry bad_default = adam;
+  bad_default.spec.name = "adam_bad_default";
+  bad_default.spec.hyperparams[2].default_value = 1.5;  // beta1 outside [0, 1)
+  EXPECT_THROW(RegisterOptimizer(bad_default), Error);
+  EXPECT_EQ(TryFindOptimizer("adam_without_kernel"), nullptr);
+  EXPECT_EQ(TryFindOptimizer("adam_three_keys"), nullptr);
+}
+
+TEST(Registry, SetupNamesParseIntoTheirChildren) {
+  for (const OptimizerEntry* e : Optimizers()) {
+    if (e->spec.placement != Placement::kWholeParam) continue;
+    // The kind alone is its composite with the default scalar optimizer.
+    const OptimizerSetup alone = OptimizerSetup::Defaults(e->spec.name);
+    EXPECT_EQ(alone.name, e->spec.name + "_" + e->spec.default_scalar);
+    for (const std::string& scalar : OptimizerSetup::ElementwiseNames()) {
+      const OptimizerSetup s = OptimizerSetup::Defaults(e->spec.name + "_" + scalar);
+      ASSERT_TRUE(s.scalar);
+      const OptimizerSpec& ss = FindOptimizer(scalar).spec;
+      EXPECT_EQ(s.scalar->kind(), ss.as_scalar.empty() ? scalar : ss.as_scalar);
+    }
+  }
+  EXPECT_THROW(OptimizerSetup::Defaults("adam_lion"), Error);
+}
+
+TEST(Registry, ConfigNamesTheDeclaredHyperparameters) {
+  OptimizerConfig c = OptimizerConfig::Defaults("lion");
+  try {
+    c.Set("eps", 1e-8);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "lion has no hyperparameter 'eps' (lion takes: lr, weight_decay, beta1, beta2)");
+  }
+  EXPECT_THROW(c.Real("eps"), Error);
+  EXPECT_THROW(c.Flag("lr"), Error);  // wrong type
+  c.Set("beta1", 1.0);
+  EXPECT_THROW(c.Validate(), Error);
+}
+
+}  // namespace
+}  // namespace shardcheck
