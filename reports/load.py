@@ -22,6 +22,9 @@ VERDICTS = ("pass", "fail", "error")
 # A check that could not apply (e.g. a loss check on an oracle model) may say "n/a".
 CHECK_VERDICTS = ("pass", "fail", "n/a")
 DIFF_SERIES = ("max_abs", "max_rel", "max_ulp", "mismatches")
+# Optional per-step series of a run, aligned with its "steps" (null where they do not apply,
+# e.g. lr at an after-load step). "lr" is the main child optimizer's scheduled learning rate.
+STEP_SERIES = ("loss", "grad_norm", "lr")
 
 
 class InputError(Exception):
@@ -182,6 +185,12 @@ def load_results(results_dir: str) -> Results:
         ck.field(s, "name", f"scenarios[{i}]", "str", required=False)
         ck.field(s, "file", f"scenarios[{i}]", "str", required=False)
     agg["scenarios"] = scenarios
+    # The optimizer registry's setup names, in registry order: the matrix rows follow it.
+    order = ck.field(agg, "optimizer_order", "", "list", required=False) or []
+    for i, name in enumerate(order):
+        if not isinstance(name, str):
+            ck.fail(f"optimizer_order[{i}]", f"expected a string (an optimizer setup name), got {_kind(name)}")
+    agg["optimizer_order"] = order
     counts = ck.field(agg, "counts", "", "obj", required=False)
     for name in ("cells", "passed", "failed", "errored"):
         if counts is not None:
@@ -292,7 +301,7 @@ def _check_run(ck: Checker, run, where: str, groups: List[str]):
     if any(s is None for s in steps):
         ck.fail(f"{where}.steps", "has a null step")
     n = len(steps)
-    for name in ("loss", "grad_norm"):
+    for name in STEP_SERIES:
         if run.get(name) is not None:
             ck.series(run[name], f"{where}.{name}", n)
     if run.get("after_load") is not None:

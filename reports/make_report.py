@@ -25,7 +25,8 @@ import render_markdown  # noqa: E402
 EPILOG = """\
 The HTML opens from disk: inline CSS and SVG, no script, no network. It shows
 the verdict and environment, a matrix (optimizer x sharding type by DP size /
-resume plan) linking to one section per cell: loss curves, log-scale |diff|
+resume plan) linking to one section per cell: loss curves (with the lr
+schedule on a second axis when it is not constant), log-scale |diff|
 per tensor group against the tolerance bands, per-group max abs/rel/ULP,
 the checks, the first failing step and tensor, and memory per rank.
 With --baseline, cells are matched by id and changes are flagged. See

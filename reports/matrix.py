@@ -1,17 +1,21 @@
 """The matrix view: rows optimizer × sharding type, columns DP size / resume plan.
 
+Rows follow results.json's "optimizer_order" (the optimizer registry's
+order, written by the runner); optimizer labels not in it (custom setups),
+or every label when an older results.json lacks it, follow in order of
+appearance. No optimizer is named here.
+
 Cells that share a row and a column (they differ in dtype, model, save step,
 scenario...) share one slot; each gets a short "chip" label made of the
 dimensions that vary inside its slot (empty when it is alone there), and
 the slot takes the worst verdict of its cells.
 """
 import dataclasses
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from load import Cell
 
-# Preferred order of rows; names not listed follow in order of appearance.
-OPTIMIZER_ORDER = ("adam", "adamw", "lion", "muon_adam", "muon_lion")
+# Preferred order of the sharding types; types not listed follow in order of appearance.
 SHARDING_ORDER = ("dp_reshardable", "fully_reshardable", "dp_zero_gather_scatter",
                   "fully_sharded_model_space")
 # Dimensions that tell apart cells of one slot, with how a chip shows them.
@@ -50,13 +54,17 @@ def worst(cells: List[Cell]) -> str:
 
 
 def _ordered(values, preferred) -> list:
+    """`values` with those in `preferred` first, in its order, then the rest as they come."""
+    preferred = list(dict.fromkeys(preferred))
     known = [v for v in preferred if v in values]
     return known + [v for v in values if v not in preferred]
 
 
-def build(cells: List[Cell]) -> Matrix:
-    """The matrix of `cells` (run order kept inside each slot)."""
-    optimizers = _ordered(list(dict.fromkeys(c.get("optimizer") for c in cells)), OPTIMIZER_ORDER)
+def build(cells: List[Cell], optimizer_order: Optional[Sequence[str]] = None) -> Matrix:
+    """The matrix of `cells` (run order kept inside each slot). Rows follow
+    `optimizer_order` (results.json's "optimizer_order"); other optimizer
+    labels, or all of them without it, follow in order of appearance."""
+    optimizers = _ordered(list(dict.fromkeys(c.get("optimizer") for c in cells)), optimizer_order or ())
     shardings = _ordered(list(dict.fromkeys(c.get("sharding_type") for c in cells)), SHARDING_ORDER)
     present = {(c.get("optimizer"), c.get("sharding_type")) for c in cells}
     rows = [(o, s) for o in optimizers for s in shardings if (o, s) in present]

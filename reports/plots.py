@@ -1,7 +1,9 @@
 """Plots of one cell as inline SVG text (matplotlib, no pyplot state).
 
 Two figures per cell: the loss curves of every run that has a loss (the
-save point marked), and a log-scale |diff| figure (max abs and max rel per
+save point marked), with the learning rate on a secondary "lr" axis when
+the cell's lr is scheduled (not constant) — or the lr curve alone for a
+cell without a loss (oracle models) — and a log-scale |diff| figure (max abs and max rel per
 step, one colour per tensor group, one line style per compared run) with the
 atol/rtol of the cell's tolerance checks. Zeros cannot be drawn on a log
 scale, so exactly-zero points are left out and series that are zero at
@@ -25,13 +27,15 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogLocator, NullLocator  # noqa: E402
 
-from summary import diff_runs, tolerance_lines, zero_series  # noqa: E402
+from summary import LR_REL_TOL, diff_runs, lr_schedule, tolerance_lines, zero_series  # noqa: E402
 
 MAX_POINTS = 2000
 RUN_STYLES = {"reference": dict(color="#222222", linestyle="-", linewidth=2.6, alpha=0.55),
               "uninterrupted": dict(color="#1565c0", linestyle="--", linewidth=1.6),
               "resumed": dict(color="#ef6c00", linestyle=":", linewidth=2.0)}
 OTHER_RUN_STYLE = dict(linestyle="-.", linewidth=1.4)
+# The lr is context, not the subject: thin, grey and dashed, under the loss curves.
+LR_STYLE = dict(color="#8a8a8a", linestyle="--", linewidth=1.0)
 DIFF_LINESTYLES = ["-", "--", ":", "-."]
 GROUP_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
@@ -96,11 +100,18 @@ def save_step(result: dict) -> Optional[int]:
     return None
 
 
-def loss_svg(result: dict, uid: str) -> Optional[str]:
-    """The overlaid loss curves as SVG text, or None when no run has a loss."""
+def loss_figure(result: dict) -> Optional[Figure]:
+    """The overlaid loss curves, or None when there is nothing to draw.
+
+    When the cell's lr is scheduled (not constant), it is drawn on a
+    secondary y-axis labelled "lr" (the figure then has two axes); a cell
+    without a loss but with a scheduled lr gets the lr curve alone. A
+    constant lr is not drawn (summary.config_line states it)."""
     runs = [(name, run) for name, run in result["runs"].items()
             if run.get("loss") and any(v is not None for v in run["loss"])]
-    if not runs:
+    lr = lr_schedule(result)
+    scheduled = lr is not None and not lr.constant
+    if not runs and not scheduled:
         return None
     fig = Figure(figsize=(7.2, 2.9))
     ax = fig.add_subplot()
@@ -109,16 +120,59 @@ def loss_svg(result: dict, uid: str) -> Optional[str]:
         style = RUN_STYLES.get(name, OTHER_RUN_STYLE)
         ax.plot(x, _floats(y), label=run_label(name, run), marker="." if len(x) <= MARKER_MAX_POINTS else None,
                 markersize=5, **style)
+    lr_ax = None
+    if scheduled:
+        lr_ax = ax.twinx() if runs else ax
+        _draw_lr(lr_ax, result, lr.runs)
+        lr_ax.set_ylabel("lr")
+        lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))   # "1e-4" once, short ticks
     save = save_step(result)
     if save is not None:
         ax.axvline(save, color="#6a1b9a", linestyle="-", linewidth=1, alpha=0.7, label=f"save at step {save}")
     ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.set_title("loss")
+    if runs:
+        ax.set_ylabel("loss")
+        ax.set_title("loss and lr" if scheduled else "loss")
+    else:
+        ax.set_title("lr (no loss)")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best")
-    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.9)
-    return to_svg(fig, uid)
+    handles, labels = ax.get_legend_handles_labels()
+    if lr_ax is not None and lr_ax is not ax:
+        more = lr_ax.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+        ax.set_zorder(lr_ax.get_zorder() + 1)   # the loss curves over the lr, not under it
+        ax.patch.set_visible(False)
+    ax.legend(handles, labels, loc="best")
+    right = 0.92 if lr_ax is not None and lr_ax is not ax else 0.98
+    fig.subplots_adjust(left=0.09 if runs else 0.11, right=right, bottom=0.15, top=0.9)
+    return fig
+
+
+def _draw_lr(ax, result: dict, names: List[str]):
+    """The lr of the reference run (else the first run with one), plus that
+    of any other run whose lr differs from it at some step (e.g. a resume
+    that lost its scheduler position)."""
+    base_name = "reference" if "reference" in names else names[0]
+    base = result["runs"][base_name]
+    x, y = downsample(base["steps"], base["lr"])
+    ax.plot(x, _floats(y), label="lr", marker="." if len(x) <= MARKER_MAX_POINTS else None, markersize=4,
+            **LR_STYLE)
+    at = {s: v for s, v in zip(base["steps"], base["lr"]) if v is not None}
+    for name in names:
+        run = result["runs"][name]
+        if name == base_name or all(v is None or (s in at and math.isclose(v, at[s], rel_tol=LR_REL_TOL))
+                                    for s, v in zip(run["steps"], run["lr"])):
+            continue
+        x, y = downsample(run["steps"], run["lr"])
+        color = RUN_STYLES.get(name, {}).get("color", "#444444")
+        ax.plot(x, _floats(y), label=f"lr, {run_label(name, run)}", color=color, linestyle="--",
+                linewidth=1.0, alpha=0.8, marker="." if len(x) <= MARKER_MAX_POINTS else None, markersize=4)
+
+
+def loss_svg(result: dict, uid: str) -> Optional[str]:
+    """loss_figure() as SVG text, or None when it has nothing to draw."""
+    fig = loss_figure(result)
+    return None if fig is None else to_svg(fig, uid)
 
 
 def diff_svg(result: dict, uid: str, fail_step: Optional[int] = None) -> Tuple[Optional[str], List[str]]:

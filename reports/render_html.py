@@ -8,8 +8,8 @@ each section's id is the cell id (the matrix links to it).
 To keep pages with hundreds of cells fast, plots are drawn for at most
 `failing_plots` failing/errored cells and `passing_plots` passing ones;
 passing cells are picked one per matrix row first, then in run order, and
-only among cells that have something to draw (a loss, or a nonzero
-difference). Every cell keeps its tables.
+only among cells that have something to draw (a loss, a scheduled lr, or
+a nonzero difference). Every cell keeps its tables.
 """
 import dataclasses
 import os
@@ -175,7 +175,8 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
         counter_names += [k for k in b.counters if k not in counter_names]
     return env.get_template("report.html.j2").render(
         agg=agg, env=agg["environment"], counts=agg.get("counts") or counts_of(results),
-        results=results, warnings=results.warnings, matrix=matrix_mod.build(results.cells),
+        results=results, warnings=results.warnings,
+        matrix=matrix_mod.build(results.cells, agg.get("optimizer_order")),
         sections=sections, failing=failing, by_id=by_id,
         baseline=baseline, comparisons=comparisons,
         flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],

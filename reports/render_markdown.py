@@ -37,7 +37,7 @@ def _slot_text(members, chips) -> str:
 
 
 def _matrix_lines(results: Results) -> List[str]:
-    m = matrix_mod.build(results.cells)
+    m = matrix_mod.build(results.cells, results.aggregate.get("optimizer_order"))
     head = "| optimizer · sharding type | " + " | ".join(m.column_label(c) for c in m.columns) + " |"
     rule = "|---|" + "---|" * len(m.columns)
     rows = [f"| {m.row_label(r)} | " + " | ".join(cell_text(_slot_text(m.slot(r, c), m.chips), 400)

@@ -99,11 +99,54 @@ def zero_series(result: Optional[dict]) -> List[str]:
     return [f"{g.run}/{g.group}" for g in group_stats(result) if g.max_abs.all_zero]
 
 
+# Two lr values closer than this (relative) count as the same: a constant schedule.
+LR_REL_TOL = 1e-9
+
+
+@dataclasses.dataclass
+class LrSchedule:
+    """The learning rate of the main child optimizer over a cell's runs
+    (each run's per-step "lr" series, after the schedule is applied)."""
+    runs: List[str]         # runs with at least one lr value, in file order
+    low: float
+    high: float
+
+    @property
+    def constant(self) -> bool:
+        """Every lr value of every run is the same."""
+        return math.isclose(self.low, self.high, rel_tol=LR_REL_TOL, abs_tol=0.0)
+
+
+def lr_schedule(result: Optional[dict]) -> Optional[LrSchedule]:
+    """The cell's lr, or None when no run has an lr series (older results)."""
+    if not result:
+        return None
+    runs, values = [], []
+    for name, run in result.get("runs", {}).items():
+        vals = [v for v in run.get("lr") or [] if v is not None]
+        if vals:
+            runs.append(name)
+            values += vals
+    if not values:
+        return None
+    return LrSchedule(runs, min(values), max(values))
+
+
+def has_loss(result: Optional[dict]) -> bool:
+    """Whether some run has a loss value (oracle models have none)."""
+    return bool(result) and any(run.get("loss") and any(v is not None for v in run["loss"])
+                                for run in result["runs"].values())
+
+
 def plottable(result: Optional[dict]) -> bool:
-    """Whether the cell has anything to draw: a loss, or a nonzero difference."""
+    """Whether the cell has anything to draw: a loss, an lr that is not
+    constant, or a nonzero difference."""
     if not result:
         return False
-    if any(run.get("loss") and any(v is not None for v in run["loss"]) for run in result["runs"].values()):
+    if has_loss(result):
+        return True
+    lr = lr_schedule(result)
+    if lr is not None and not lr.constant:
         return True
     return any(g.max_abs.nonzero_steps or g.max_rel.nonzero_steps for g in group_stats(result))
 
@@ -188,6 +231,9 @@ def config_line(cell: Cell) -> List[tuple]:
     opt = cfg.get("optimizer") or {}
     if opt.get("max_grad_norm"):
         pairs.append(("max grad norm", opt["max_grad_norm"]))
+    lr = lr_schedule(r)
+    if lr is not None:      # a constant lr is only said here; a scheduled one is also drawn
+        pairs.append(("lr", f"{lr.low:g}" if lr.constant else f"scheduled, {lr.low:g} to {lr.high:g}"))
     if sc.get("file"):
         pairs.append(("scenario", f"{sc.get('name', '')} {sc['file']}:{sc.get('line', '?')}".strip()))
     elif cell.get("scenario"):

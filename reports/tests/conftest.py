@@ -35,9 +35,9 @@ def run_report(*args, check=True) -> subprocess.CompletedProcess:
 class Report:
     """A synthetic results dir with its generated HTML and Markdown."""
 
-    def __init__(self, out_dir, cells, baseline_dir=None, bench=None, extra_args=()):
+    def __init__(self, out_dir, cells, baseline_dir=None, bench=None, extra_args=(), **write_kw):
         self.dir = str(out_dir)
-        synth.write_results(self.dir, cells, bench=bench)
+        synth.write_results(self.dir, cells, bench=bench, **write_kw)
         self.html_path = os.path.join(self.dir, "report.html")
         self.md_path = os.path.join(self.dir, "summary.md")
         args = [self.dir, "--markdown", self.md_path, *extra_args]
@@ -57,7 +57,8 @@ class Report:
 
 @pytest.fixture
 def make_report(tmp_path):
-    """make_report(cells, name="r", **kw) -> Report, in a fresh folder under tmp_path."""
+    """make_report(cells, name="r", **kw) -> Report, in a fresh folder under tmp_path
+    (keywords that Report does not take, e.g. optimizer_order, go to synth.write_results)."""
     def make(cells, name="r", **kw):
         return Report(tmp_path / name, cells, **kw)
     return make

@@ -24,6 +24,10 @@ SCHEMAS = {
     "muon_adam": {"muon": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"]},
     "muon_lion": {"muon": ["momentum_buffer"], "lion": ["exp_avg"]},
 }
+# The optimizer registry's order, as the runner writes it into results.json's
+# "optimizer_order" (it lists setups the synthetic sets never use, too).
+OPTIMIZER_ORDER = ["adam", "adamw", "ademamix", "lion", "sgd", "muon_adam", "muon_lion"]
+BASE_LR = 1e-4
 SHARDING_TYPES = ["dp_reshardable", "fully_reshardable", "dp_zero_gather_scatter",
                   "fully_sharded_model_space"]
 ENV = {"commit": "d93ad75", "libtorch": "1.13.1", "backend": "gloo", "host": "ci-runner-3",
@@ -42,16 +46,33 @@ def groups_of(optimizer: str, dtype: str) -> List[str]:
     return groups
 
 
+def lr_at(step: int, steps: int, schedule: Optional[str], base: float = BASE_LR) -> float:
+    """The scheduled lr at `step` of `steps`: "constant", or "warmup_cosine"
+    (linear warm-up over the first quarter, then cosine decay to base/10)."""
+    if schedule in (None, "constant"):
+        return base
+    if schedule != "warmup_cosine":
+        raise ValueError(schedule)
+    warmup = max(1, steps // 4)
+    if step <= warmup:
+        return base * step / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    low = base / 10
+    return low + 0.5 * (base - low) * (1 + math.cos(math.pi * progress))
+
+
 def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None, save_at=None,
               dtype="bf16", model="oracle:gpt-tiny", steps=12, fail: Optional[dict] = None,
               error: Optional[str] = None, scenario="ci-oracle", seed=1, tolerance=False,
-              ranks_memory=True, noise=0.0) -> Dict:
+              ranks_memory=True, noise=0.0, lr_schedule: Optional[str] = "constant") -> Dict:
     """One cell as {"entry": results.json entry, "result": result.json or None}.
 
     fail = {"group": G, "step": S, "run": "resumed"|"uninterrupted", "size": X}
     makes the group's diff jump to X from step S on, and the matching check
     fail there. tolerance=True (or a non-oracle model) gives small nonzero
-    diffs checked against atol/rtol instead of bitwise zeros."""
+    diffs checked against atol/rtol instead of bitwise zeros. lr_schedule
+    ("constant", "warmup_cosine", or None for no "lr" series, as older
+    results) gives every run its per-step lr (null after a load)."""
     rng = random.Random(f"{optimizer}{sharding}{dp}{resume_dp}{dtype}{model}{seed}")
     if resume_dp is not None and save_at is None:
         save_at = max(1, steps // 3)
@@ -85,13 +106,17 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
         return [round(4.2 * math.exp(-s / (steps * 0.6)) + 0.8 + 0.02 * math.sin(s) + shift, 6)
                 for s in steps_list]
 
+    def lrs(steps_list, after_load=None):
+        return [None if after_load and after_load[i] else lr_at(x, steps, lr_schedule)
+                for i, x in enumerate(steps_list)]
+
     runs = {}
     ref_steps = list(range(1, steps + 1))
     runs["reference"] = {"dp": 1, "steps": ref_steps, "loss": losses(ref_steps),
-                         "grad_norm": [1.0 / s for s in ref_steps]}
+                         "grad_norm": [1.0 / s for s in ref_steps], "lr": lrs(ref_steps)}
     s, d = series("uninterrupted", 1)
     runs["uninterrupted"] = {"dp": dp, "steps": s, "loss": losses(s), "grad_norm": [1.0 / x for x in s],
-                             "diff": d}
+                             "lr": lrs(s), "diff": d}
     if resume_dp is not None:
         s, d = series("resumed", save_at)
         loss = losses(s, shift=0.0)
@@ -100,9 +125,13 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
             if fail:
                 loss = [None if v is None else v + (0.05 if x >= fail["step"] else 0.0)
                         for x, v in zip(s, loss)]
+        after_load = [x == save_at for x in s]
         runs["resumed"] = {"dp": resume_dp, "save_at": save_at, "steps": s,
-                           "after_load": [x == save_at for x in s], "loss": loss,
-                           "grad_norm": [1.0 / x for x in s], "diff": d}
+                           "after_load": after_load, "loss": loss,
+                           "grad_norm": [1.0 / x for x in s], "lr": lrs(s, after_load), "diff": d}
+    if lr_schedule is None:
+        for run in runs.values():
+            del run["lr"]
 
     checks = []
     for run_name in [r for r in ("uninterrupted", "resumed") if r in runs]:
@@ -150,7 +179,7 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
                            "total_bytes": sum(e["bytes"] for e in entries), "entries": entries})
 
     children = [{"kind": k, "role": "all" if len(schema) == 1 else ("matrix" if k == "muon" else "scalar"),
-                 "lr": 1e-4, "schema": [{"key": key, "dtype": "fp32"} for key in keys]}
+                 "lr": BASE_LR, "schema": [{"key": key, "dtype": "fp32"} for key in keys]}
                 for k, keys in schema.items()]
     result = {
         "format": "shardcheck-cell-result/1", "id": cid,
@@ -171,8 +200,10 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
 
 
 def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional[Dict] = None,
-                  started="2026-12-02T18:01:02Z") -> str:
-    """Writes OUT/results.json and OUT/<cell>/result.json; returns OUT."""
+                  started="2026-12-02T18:01:02Z",
+                  optimizer_order: Optional[List[str]] = OPTIMIZER_ORDER) -> str:
+    """Writes OUT/results.json and OUT/<cell>/result.json; returns OUT.
+    optimizer_order=None leaves "optimizer_order" out, as older results do."""
     os.makedirs(out, exist_ok=True)
     for c in cells:
         if c["result"] is not None:
@@ -191,6 +222,8 @@ def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional
            "scenarios": [{"name": s, "file": f"scenarios/ci/{s}.yaml", "description": "synthetic"}
                          for s in scen],
            "counts": counts, "cells": entries}
+    if optimizer_order is not None:
+        agg["optimizer_order"] = list(optimizer_order)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(agg, f, indent=1)
     if bench:
@@ -237,9 +270,11 @@ def lion_only() -> List[Dict]:
 
 
 def realistic() -> List[Dict]:
-    """A few cells as a CI run would give: gpt-tiny with losses, oracle cells,
-    Muon, one failing Lion resume and one cell that could not run."""
-    return [make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30),
+    """A few cells as a CI run would give: gpt-tiny with losses (the first one
+    with a warm-up + cosine lr schedule, the others a constant lr), oracle
+    cells, Muon, one failing Lion resume and one cell that could not run."""
+    return [make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30,
+                      lr_schedule="warmup_cosine"),
             make_cell("adamw", "fully_reshardable", 2, model="gpt-tiny", steps=30),
             make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4),
             make_cell("lion", "dp_zero_gather_scatter", 2, resume_dp=4, save_at=8, model="gpt-tiny",

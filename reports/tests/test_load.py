@@ -137,3 +137,46 @@ def test_exit_zero_whatever_the_verdict(tmp_path, verdict):
     proc = run_report(out, "--out", str(tmp_path / "x.html"))
     assert proc.returncode == 0 and os.path.getsize(tmp_path / "x.html") > 10_000
     assert proc.stdout.startswith(f"make_report.py: {verdict.upper()}: {len(cells)} cells")
+
+
+@pytest.mark.parametrize("value, needles", [
+    ("adam", ["results.json: optimizer_order: expected list, got the string 'adam'"]),
+    ({"adam": 0}, ["results.json: optimizer_order: expected list, got an object"]),
+    (["adam", 3], ["results.json: optimizer_order[1]: expected a string", "got a number"]),
+    (["lion", None], ["results.json: optimizer_order[1]: expected a string", "got null"]),
+])
+def test_malformed_optimizer_order(tmp_path, value, needles):
+    out = write(tmp_path)
+    edit(os.path.join(out, "results.json"), lambda d: d.update(optimizer_order=value))
+    expect_error(out, *needles)
+
+
+def _set_lr(run, fn):
+    def apply(d):
+        d["runs"][run]["lr"] = fn(d["runs"][run]["lr"])
+    return apply
+
+
+@pytest.mark.parametrize("run, fn, needle", [
+    ("resumed", lambda lr: lr[:-1], "result.json: runs.resumed.lr: has 8 entries but steps has 9"),
+    ("uninterrupted", lambda lr: lr + [1e-4], "runs.uninterrupted.lr: has 13 entries but steps has 12"),
+    ("reference", lambda lr: ["0.0001"] + lr[1:], "runs.reference.lr[0]: expected num or null, got the string"),
+    ("resumed", lambda lr: lr[:3] + [True] + lr[4:], "runs.resumed.lr[3]: expected num or null, got a boolean"),
+    ("uninterrupted", lambda lr: 1e-4, "runs.uninterrupted.lr: expected a list, got a number"),
+])
+def test_malformed_lr_series(tmp_path, run, fn, needle):
+    out = write(tmp_path)
+    edit(cell_json(out), _set_lr(run, fn))
+    expect_error(out, needle)
+
+
+def test_lr_and_optimizer_order_are_optional(tmp_path):
+    """Older results have neither field; null lr entries (after a load) are fine."""
+    cells = [synth.make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4, lr_schedule=None)]
+    out = synth.write_results(str(tmp_path / "old"), cells, optimizer_order=None)
+    assert "optimizer_order" not in json.load(open(os.path.join(out, "results.json")))
+    assert "lr" not in json.load(open(cell_json(out)))["runs"]["resumed"]
+    assert run_report(out).returncode == 0
+    new = synth.write_results(str(tmp_path / "new"), synth.lion_only())
+    assert json.load(open(cell_json(new)))["runs"]["resumed"]["lr"][0] is None   # the after-load step
+    assert run_report(new).returncode == 0

@@ -43,3 +43,58 @@ def test_svg_is_inlinable_with_prefixed_ids():
     assert ids and all(i.startswith("zz9-") for i in ids)
     assert all(r.startswith("zz9-") for r in re.findall(r'(?:url\(#|href="#)([^")]+)', svg))
     assert not re.search(r'^<svg[^>]* width=', svg)
+
+
+def _lines(ax):
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_scheduled_lr_gets_a_secondary_lr_axis():
+    import synth
+    cell = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30,
+                           lr_schedule="warmup_cosine")
+    fig = plots.loss_figure(cell["result"])
+    assert len(fig.axes) == 2
+    loss_ax, lr_ax = fig.axes
+    assert loss_ax.get_ylabel() == "loss" and lr_ax.get_ylabel() == "lr"
+    assert "reference (dp1)" in _lines(loss_ax) and "lr" not in _lines(loss_ax)
+    lr_line = _lines(lr_ax)["lr"]
+    assert list(lr_line.get_ydata()) == cell["result"]["runs"]["reference"]["lr"]
+    assert lr_line.get_linestyle() == "--" and lr_line.get_linewidth() < 1.5
+    # the resumed run follows the schedule: one lr curve, not one per run
+    assert list(_lines(lr_ax)) == ["lr"]
+    assert loss_ax.get_zorder() > lr_ax.get_zorder()     # the loss stays on top
+    assert "save at step 8" in _lines(loss_ax)
+
+
+def test_constant_lr_draws_nothing_new():
+    import synth
+    cell = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30)
+    assert len(set(cell["result"]["runs"]["reference"]["lr"])) == 1
+    fig = plots.loss_figure(cell["result"])
+    assert len(fig.axes) == 1 and "lr" not in _lines(fig.axes[0])
+    oracle = synth.make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4)
+    assert plots.loss_figure(oracle["result"]) is None and plots.loss_svg(oracle["result"], "x") is None
+
+
+def test_oracle_cell_with_scheduled_lr_draws_the_lr_alone():
+    import synth
+    cell = synth.make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4, lr_schedule="warmup_cosine")
+    assert cell["result"]["runs"]["reference"]["loss"] is None
+    fig = plots.loss_figure(cell["result"])
+    assert fig is not None and len(fig.axes) == 1
+    assert fig.axes[0].get_ylabel() == "lr"
+    assert set(_lines(fig.axes[0])) == {"lr", "save at step 4"}
+    svg = plots.loss_svg(cell["result"], "o1")
+    assert ">lr<" in svg and ">lr (no loss)<" in svg
+
+
+def test_a_resumed_lr_that_leaves_the_schedule_is_drawn_too():
+    """A resume that lost its scheduler position shows as a second lr curve."""
+    import synth
+    cell = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30,
+                           lr_schedule="warmup_cosine")
+    resumed = cell["result"]["runs"]["resumed"]
+    resumed["lr"] = [None] + [synth.lr_at(s - 8, 30, "warmup_cosine") for s in resumed["steps"][1:]]
+    lr_ax = plots.loss_figure(cell["result"]).axes[1]
+    assert set(_lines(lr_ax)) == {"lr", "lr, resumed (dp3, from step 8)"}

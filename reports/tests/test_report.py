@@ -250,3 +250,100 @@ def test_error_cell_shows_the_error_once(make_report):
     # the top list still names it
     top = r.html[r.html.index('id="failing"'):r.html.index('id="matrix"')]
     assert "rank 2 exited with signal 9" in top
+
+
+def matrix_rows(html: str):
+    """The matrix's row labels, top to bottom, as (optimizer, sharding type)."""
+    return re.findall(r"<tr><th>([^<]*?) · ([^<]*?)</th>", matrix_html(html))[1:]
+
+
+def markdown_rows(md: str):
+    return re.findall(r"^\| ([^|`]*?) · ([^|]*?) \|", md, re.M)[1:]
+
+
+def order_cells(monkeypatch):
+    """Cells in an order that no registry would give, with a custom label
+    ("adam-gpt") that no registry lists."""
+    monkeypatch.setitem(synth.SCHEMAS, "adam-gpt", synth.SCHEMAS["adam"])
+    return [synth.make_cell(o, "dp_reshardable", 2) for o in ("muon_lion", "adam-gpt", "lion", "adam")]
+
+
+def test_matrix_rows_follow_optimizer_order(make_report, monkeypatch):
+    r = make_report(order_cells(monkeypatch), optimizer_order=["muon_lion", "sgd", "lion", "adam"])
+    expect = ["muon_lion", "lion", "adam", "adam-gpt"]      # listed ones first, then by appearance
+    assert [o for o, _ in matrix_rows(r.html)] == expect
+    assert [o for o, _ in markdown_rows(r.md)] == expect
+    r = make_report(order_cells(monkeypatch), name="registry")   # synth's registry order
+    assert [o for o, _ in matrix_rows(r.html)] == ["adam", "lion", "muon_lion", "adam-gpt"]
+
+
+def test_matrix_without_optimizer_order_keeps_the_order_of_appearance(make_report, monkeypatch):
+    cells = order_cells(monkeypatch)
+    r = make_report(cells, optimizer_order=None)
+    with open(os.path.join(r.dir, "results.json")) as f:
+        assert '"optimizer_order"' not in f.read()
+    assert [o for o, _ in matrix_rows(r.html)] == ["muon_lion", "adam-gpt", "lion", "adam"]
+    assert [o for o, _ in markdown_rows(r.md)] == ["muon_lion", "adam-gpt", "lion", "adam"]
+    for c in cells:
+        assert f'href="#{c["entry"]["id"]}"' in matrix_html(r.html)
+
+
+def test_matrix_rows_keep_sharding_types_within_an_optimizer(make_report):
+    cells = [synth.make_cell("lion", "fully_reshardable", 2), synth.make_cell("adam", "dp_reshardable", 2),
+             synth.make_cell("lion", "dp_reshardable", 2)]
+    r = make_report(cells, optimizer_order=["lion", "adam"])
+    assert matrix_rows(r.html) == [("lion", "dp_reshardable"), ("lion", "fully_reshardable"),
+                                   ("adam", "dp_reshardable")]
+
+
+def test_no_optimizer_is_named_in_the_report_code():
+    names = set(synth.OPTIMIZER_ORDER) | set(synth.SCHEMAS) | {"muon"}
+    sources = glob.glob(os.path.join(REPORTS, "*.py"))
+    assert len(sources) >= 8
+    for path in sources:
+        text = open(path, encoding="utf-8").read()
+        for name in names:
+            assert not re.search(rf"\b{re.escape(name)}\b", text, re.I), f"{path} names the optimizer {name}"
+
+
+def svgs_of(section: str):
+    return re.findall(r"<svg.*?</svg>", section, re.S)
+
+
+def test_scheduled_lr_is_drawn_on_an_lr_axis_of_the_loss_curves(make_report):
+    sched = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30,
+                            lr_schedule="warmup_cosine")
+    const = synth.make_cell("adamw", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30)
+    r = make_report([sched, const])
+    sec = r.section(sched["entry"]["id"])
+    loss = svgs_of(sec)[0]
+    assert ">loss and lr<" in loss and ">lr<" in loss and ">loss<" in loss      # title, lr axis/legend, loss axis
+    assert ">reference (dp1)<" in loss and ">save at step 8<" in loss
+    assert "lr <b>scheduled, 1e-05 to 0.0001</b>" in sec
+    # a constant lr is said in the config line and not drawn
+    sec = r.section(const["entry"]["id"])
+    loss = svgs_of(sec)[0]
+    assert ">loss<" in loss and ">lr<" not in loss and "loss and lr" not in loss
+    assert "<span>lr <b>0.0001</b></span>" in sec
+
+
+def test_oracle_cell_with_scheduled_lr_gets_its_curve_panel(make_report):
+    sched = synth.make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4, lr_schedule="warmup_cosine")
+    const = synth.make_cell("lion", "fully_reshardable", 2, resume_dp=3, save_at=4)
+    r = make_report([sched, const])
+    sec = r.section(sched["entry"]["id"])
+    assert len(svgs_of(sec)) == 1                     # the lr panel; the diffs are all zero
+    assert ">lr (no loss)<" in svgs_of(sec)[0] and ">save at step 4<" in svgs_of(sec)[0]
+    assert '<div class="plot loss">' in sec
+    assert "bitwise equal at every step" in sec
+    sec = r.section(const["entry"]["id"])
+    assert "<svg" not in sec and "<span>lr <b>0.0001</b></span>" in sec
+
+
+def test_results_without_lr_render_as_before(make_report):
+    cell = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30,
+                           lr_schedule=None)
+    r = make_report([cell], optimizer_order=None)
+    sec = r.section(cell["entry"]["id"])
+    assert len(svgs_of(sec)) == 2 and ">lr<" not in svgs_of(sec)[0]
+    assert "<span>lr <b>" not in sec
