@@ -1,6 +1,7 @@
 #include "harness/cli/cli_options.h"
 
 #include "spec/error.h"
+#include "spec/registry.h"
 #include "spec/schema.h"
 
 namespace shardcheck {
@@ -26,24 +27,18 @@ void AddHyperFlag(CLI::App* app, const DeclaredHyperParam& d, const std::string&
                   const std::string& group) {
   const HyperParamSpec& h = *d.spec;
   const std::string name = h.name;
-  const std::string help = h.help + " [" + h.RangeText() + "] (" + Join(d.kinds) + ")";
+  const std::string help = h.help + "; " + h.RangeText() + "; of " + Join(d.kinds);
   if (h.type == HyperType::kBool) {
-    app->add_flag_function(
-           Flag(prefix + name),
-           [&into, name](int64_t) {
-             into.push_back({name, "true"});
-           },
-           help)
-        ->group(group);
-  } else {
-    app->add_option_function<std::string>(
-           Flag(prefix + name),
-           [&into, name](const std::string& v) {
-             into.push_back({name, v});
-           },
-           help)
-        ->group(group);
+    auto set = [&into, name](int64_t) { into.push_back({name, "true"}); };
+    app->add_flag_function(Flag(prefix + name), set, help)->group(group);
+    return;
   }
+  const char* type = h.type == HyperType::kInt        ? "INT"
+                     : h.type == HyperType::kChoice   ? "WORD"
+                     : h.type == HyperType::kRealList ? "NUMBERS"
+                                                      : "NUMBER";
+  auto set = [&into, name](const std::string& v) { into.push_back({name, v}); };
+  app->add_option_function<std::string>(Flag(prefix + name), set, help)->type_name(type)->group(group);
 }
 
 }  // namespace
@@ -95,10 +90,16 @@ void OracleCliOptions::Register(CLI::App* app, bool optimizer_required) {
     AddHyperFlag(app, d, "", setup.hyper,
                  "Hyperparameters (lr and weight decay: every child; others: the first child that "
                  "declares them)");
-  for (const auto& d : declared)
-    if (d.elementwise)
-      AddHyperFlag(app, d, "scalar_", setup.scalar_hyper,
-                   "The scalar optimizer of a whole-param kind (muon_*)");
+  for (DeclaredHyperParam d : declared) {
+    if (!d.elementwise) continue;
+    // Only elementwise kinds can be a scalar optimizer.
+    std::vector<std::string> kinds;
+    for (const auto& k : d.kinds)
+      if (FindOptimizer(k).spec.placement == Placement::kElementwise) kinds.push_back(k);
+    d.kinds = kinds;
+    AddHyperFlag(app, d, "scalar_", setup.scalar_hyper,
+                 "The scalar optimizer of a whole-param kind (muon_*)");
+  }
 }
 
 OracleRunOptions OracleCliOptions::Resolve() const {
