@@ -58,7 +58,7 @@ TEST_P(DistributedThreads, BitwiseEqualToReferenceEveryStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Setups, DistributedThreads,
-                         testing::Combine(testing::Values("adam", "lion", "muon_lion"),
+                         testing::Combine(testing::ValuesIn(OptimizerSetup::Names()),
                                           testing::Values(2, 3),
                                           testing::Values(at::kFloat, at::kBFloat16)),
                          [](const auto& info) {
@@ -73,12 +73,20 @@ TEST(DistributedMemory, BytesPerOwnedElementFollowTheSchema) {
     std::string setup;
     std::map<std::string, double> bytes_per_elem;  // child -> bytes per owned element
   };
-  const std::vector<Case> cases = {
+  // Written out for four setups; every other setup of the registry by its
+  // schema: 4 bytes for the main param and 4 per state key.
+  std::vector<Case> cases = {
       {"adam", {{"adam", 12.0}}},
       {"lion", {{"lion", 8.0}}},
       {"muon_adam", {{"adamw", 12.0}, {"muon", 8.0}}},
       {"muon_lion", {{"lion", 8.0}, {"muon", 8.0}}},
   };
+  for (const std::string& name : OptimizerSetup::Names()) {
+    Case c{name, {}};
+    for (const OptimizerConfig* child : OptimizerSetup::Defaults(name).Children())
+      c.bytes_per_elem[child->kind()] = 4.0 * static_cast<double>(1 + child->schema().keys.size());
+    cases.push_back(c);
+  }
   for (const Case& c : cases) {
     const TrainResult r = RunThreads(Options(c.setup, at::kBFloat16, 1), 3);
     ASSERT_EQ(r.memory.size(), 3u) << c.setup;

@@ -67,8 +67,7 @@ TEST_P(ReferenceCommand, WritesFinalStateAndConfig) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, ReferenceCommand,
-    testing::Combine(testing::Values("adam", "adamw", "lion", "muon_adam", "muon_lion"),
-                     testing::Values("fp32", "bf16")),
+    testing::Combine(testing::ValuesIn(OptimizerSetup::Names()), testing::Values("fp32", "bf16")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 TEST(ReferenceCommandErrors, BadUsageExitsTwo) {

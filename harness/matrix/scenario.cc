@@ -174,34 +174,48 @@ std::string HyperText(const Parser& p, const YAML::Node& value, const std::strin
   return text;
 }
 
-// Reads one optimizer key into `r`; hyperparameters are checked against the
-// setup right away, so an error points at the key.
-void ReadOptimizerKey(const Parser& p, const YAML::Node& key, const YAML::Node& value,
-                      SetupRequest& r) {
-  const std::string k = key.Scalar();
-  if (k == "name" || k == "label") return;
-  if (k == "scalar_optimizer")
-    r.scalar_optimizer = p.Str(value, k);
-  else if (k == "max_grad_norm")
-    r.max_grad_norm = p.Number(value, k);
-  else if (k == "lr_warmup_steps")
-    r.lr_warmup_steps = p.Int64(value, k);
-  else if (k == "lr_decay_steps")
-    r.lr_decay_steps = p.Int64(value, k);
-  else if (k == "lr_decay_style")
-    r.lr_decay_style = p.Str(value, k);
-  else if (k == "min_lr")
-    r.min_lr = p.Number(value, k);
-  else if (k.rfind("scalar_", 0) == 0)
-    r.scalar_hyper.push_back({k.substr(7), HyperText(p, value, k)});
-  else
-    r.hyper.push_back({k, HyperText(p, value, k)});
-  try {
-    r.Resolve();
-  } catch (const ScenarioError&) {
-    throw;
-  } catch (const Error& e) {
-    p.Fail(key, std::string("optimizer: ") + e.what());
+// Reads the optimizer keys into `r`: first the setup-level ones
+// (scalar_optimizer, max_grad_norm, the lr schedule), then each
+// hyperparameter, checked on its own against the setup so that an error
+// points at its key. Keys that depend on each other (the schedule) are
+// checked together by the caller's Resolve.
+void ReadOptimizerKeys(const Parser& p, const std::vector<std::pair<YAML::Node, YAML::Node>>& keys,
+                       SetupRequest& r) {
+  std::vector<std::pair<YAML::Node, YAML::Node>> hyper;
+  for (const auto& [key, value] : keys) {
+    const std::string k = key.Scalar();
+    if (k == "name" || k == "label") continue;
+    if (k == "scalar_optimizer")
+      r.scalar_optimizer = p.Str(value, k);
+    else if (k == "max_grad_norm")
+      r.max_grad_norm = p.Number(value, k);
+    else if (k == "lr_warmup_steps")
+      r.lr_warmup_steps = p.Int64(value, k);
+    else if (k == "lr_decay_steps")
+      r.lr_decay_steps = p.Int64(value, k);
+    else if (k == "lr_decay_style")
+      r.lr_decay_style = p.Str(value, k);
+    else if (k == "min_lr")
+      r.min_lr = p.Number(value, k);
+    else
+      hyper.push_back({key, value});
+  }
+  for (const auto& [key, value] : hyper) {
+    const std::string k = key.Scalar();
+    SetupRequest one;
+    one.name = r.name;
+    one.scalar_optimizer = r.scalar_optimizer;
+    const bool scalar = k.rfind("scalar_", 0) == 0;
+    auto& into = scalar ? one.scalar_hyper : one.hyper;
+    into.push_back({scalar ? k.substr(7) : k, HyperText(p, value, k)});
+    try {
+      one.Resolve();
+    } catch (const ScenarioError&) {
+      throw;
+    } catch (const Error& e) {
+      p.Fail(key, std::string("optimizer: ") + e.what());
+    }
+    (scalar ? r.scalar_hyper : r.hyper).push_back(into.front());
   }
 }
 
@@ -239,8 +253,12 @@ std::vector<ScenarioOptimizer> ReadOptimizer(const Parser& p, const YAML::Node& 
     } catch (const Error& e) {
       p.Fail(n.IsMap() ? n["name"] : n, e.what());
     }
-    for (const auto& [key, value] : keys) ReadOptimizerKey(p, key, value, r);
-    out.push_back({label.empty() ? setup_name : label, r.Resolve()});
+    ReadOptimizerKeys(p, keys, r);
+    try {
+      out.push_back({label.empty() ? setup_name : label, r.Resolve()});
+    } catch (const Error& e) {
+      p.Fail(n, std::string("optimizer ") + setup_name + ": " + e.what());
+    }
   }
   return out;
 }
