@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Checks that every #include "folder/..." follows the layering of
-docs/architecture.md: each folder may include only the folders listed for it
+"""Checks that every #include "folder/..." follows the layering the folder
+READMEs give: each folder may include only the folders listed for it
 below (tests, *_test.cc, may include anything: only tests and the harness see
 both the reference and the distributed side).
 

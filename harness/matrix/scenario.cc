@@ -255,7 +255,10 @@ std::vector<ScenarioOptimizer> ReadOptimizer(const Parser& p, const YAML::Node& 
     }
     ReadOptimizerKeys(p, keys, r);
     try {
-      out.push_back({label.empty() ? setup_name : label, r.Resolve()});
+      OptimizerSetup setup = r.Resolve();
+      // Unlabelled entries are named by their resolved setup ("muon" with a
+      // scalar optimizer is "muon_sgd"), as their ctest labels are.
+      out.push_back({label.empty() ? setup.name : label, std::move(setup)});
     } catch (const Error& e) {
       p.Fail(n, std::string("optimizer ") + setup_name + ": " + e.what());
     }
