@@ -28,6 +28,9 @@ function(shardcheck_registration_list out function macro prefix include_files)
   endforeach()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${files})
   if(include_files)
+    # The definition of RegisterElementwise first: the CUDA build compiles
+    # this list with nvcc and registers each kind's CUDA launch too.
+    set(head "#ifdef __CUDACC__\n#include \"kernels/register_elementwise_cuda.cuh\"\n#else\n#include \"kernels/register_elementwise.h\"\n#endif\n${head}")
     set(body "${head}\nnamespace shardcheck {\n\nvoid ${function}() {\n${calls}}\n\n}  // namespace shardcheck\n")
   else()
     set(body "namespace shardcheck {\n\n${head}\nvoid ${function}() {\n${calls}}\n\n}  // namespace shardcheck\n")

@@ -6,7 +6,10 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#ifdef SHARDCHECK_HAVE_GLOO
 #include "distributed/communicator_gloo.h"
+#endif
+#include "distributed/communicator_local.h"
 #include "distributed/communicator_nccl.h"
 #include "spec/error.h"
 
@@ -198,6 +201,12 @@ std::unique_ptr<Communicator> Connect(const DistEnv& env, const std::string& bac
     throw Error("unknown communicator backend '" + backend + "' (gloo, nccl or auto)");
   }
   const bool nccl = backend == "nccl" || (backend == "auto" && NcclAvailable());
+#ifndef SHARDCHECK_HAVE_GLOO
+  if (!nccl && env.world_size == 1) return MakeSingleRankCommunicator();
+  if (!nccl)
+    throw Error("this shardcheck is built without Gloo (the torch 2.x build talks NCCL only): use --backend nccl "
+                "on GPUs, or the default build for CPU ranks");
+#endif
   const std::string where = "rank " + std::to_string(env.rank) + " of " +
                             std::to_string(env.world_size) + " (" + env.source + ")";
   c10::intrusive_ptr<c10d::Store> store;
@@ -226,7 +235,12 @@ std::unique_ptr<Communicator> Connect(const DistEnv& env, const std::string& bac
     // Gloo listens on loopback when every rank is on this host, else on the
     // address of this host's name.
     const std::string bind_host = env.local_world_size == env.world_size ? "127.0.0.1" : "";
+#ifdef SHARDCHECK_HAVE_GLOO
     return MakeGlooCommunicator(store, env.rank, env.world_size, timeout, bind_host);
+#else
+    (void)bind_host;
+    throw Error("this shardcheck is built without Gloo");
+#endif
   } catch (const Error& e) {
     if (env.world_size == 1) throw;
     throw Error("rendezvous on " + where + " through the store at " + env.master_addr + ":" +

@@ -21,6 +21,8 @@
 #include <type_traits>
 
 #include "spec/kernel_interface.h"
+#include "spec/optimizer_spec.h"
+#include "spec/registry.h"
 
 #if defined(__CUDACC__)
 #define SHARDCHECK_HD __host__ __device__
@@ -85,7 +87,16 @@ void RunElementwiseCpu(const ScalarBlock& block, const ElementwiseSpan& span) {
   }
 }
 
-// The registry's type-erased form of `Op`.
+// Registers an elementwise kind whose fused kernel is `Op`: its CPU loop,
+// and in the CUDA build its CUDA launch too. Call it only from a
+// SHARDCHECK_REGISTER_OPTIMIZERS body: the generated registration list
+// defines it (kernels/register_elementwise.h, or
+// kernels/register_elementwise_cuda.cuh compiled by nvcc), so that the CUDA
+// launch is compiled once, in that list.
+template <class Op>
+void RegisterElementwise(OptimizerSpec spec);
+
+// The registry's type-erased form of `Op` (its CPU loop).
 template <class Op>
 ElementwiseKernel MakeElementwiseKernel() {
   using Scalars = typename Op::Scalars;

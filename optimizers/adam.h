@@ -89,8 +89,8 @@ inline OptimizerSpec AdamSpec(bool decoupled) {
 }
 
 SHARDCHECK_REGISTER_OPTIMIZERS(adam) {
-  RegisterOptimizer({AdamSpec(false), MakeElementwiseKernel<AdamKernel<false>>(), nullptr});
-  RegisterOptimizer({AdamSpec(true), MakeElementwiseKernel<AdamKernel<true>>(), nullptr});
+  RegisterElementwise<AdamKernel<false>>(AdamSpec(false));
+  RegisterElementwise<AdamKernel<true>>(AdamSpec(true));
 }
 
 }  // namespace shardcheck

@@ -96,7 +96,7 @@ inline OptimizerSpec AdemamixSpec() {
 }
 
 SHARDCHECK_REGISTER_OPTIMIZERS(ademamix) {
-  RegisterOptimizer({AdemamixSpec(), MakeElementwiseKernel<AdemamixKernel>(), nullptr});
+  RegisterElementwise<AdemamixKernel>(AdemamixSpec());
 }
 
 }  // namespace shardcheck

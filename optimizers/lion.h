@@ -66,7 +66,7 @@ inline OptimizerSpec LionSpec() {
 }
 
 SHARDCHECK_REGISTER_OPTIMIZERS(lion) {
-  RegisterOptimizer({LionSpec(), MakeElementwiseKernel<LionKernel>(), nullptr});
+  RegisterElementwise<LionKernel>(LionSpec());
 }
 
 }  // namespace shardcheck

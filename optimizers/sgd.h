@@ -68,7 +68,7 @@ inline OptimizerSpec SgdSpec() {
 }
 
 SHARDCHECK_REGISTER_OPTIMIZERS(sgd) {
-  RegisterOptimizer({SgdSpec(), MakeElementwiseKernel<SgdKernel>(), nullptr});
+  RegisterElementwise<SgdKernel>(SgdSpec());
 }
 
 }  // namespace shardcheck

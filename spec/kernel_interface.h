@@ -46,11 +46,15 @@ struct ScalarBlock {
 };
 
 // The fused shard kernel of an elementwise kind: `prepare` computes the
-// step's scalars once per param group, `run_cpu` updates one span.
+// step's scalars once per param group, `run_cpu` (and `run_cuda`) updates
+// one span.
 struct ElementwiseKernel {
   int state_count = 0;  // equals the schema's key count
   void (*prepare)(const StepContext& ctx, ScalarBlock& out) = nullptr;
   void (*run_cpu)(const ScalarBlock& scalars, const ElementwiseSpan& span) = nullptr;
+  // The same update on device memory, launched on `stream` (a cudaStream_t);
+  // null in a build without CUDA.
+  void (*run_cuda)(const ScalarBlock& scalars, const ElementwiseSpan& span, void* stream) = nullptr;
   explicit operator bool() const { return run_cpu != nullptr && prepare != nullptr; }
 };
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "distributed/communicator_gloo.h"
+#include "distributed/communicator_local.h"
 #include "harness/cell/thread_ranks.h"
 #include "spec/error.h"
 
@@ -126,7 +126,7 @@ TEST(DistributedDetection, InjectedStateFaultIsReportedWithRankStepAndTensor) {
 }
 
 TEST(DistributedErrors, DpMustDivideMicroBatches) {
-  auto errors = RunGlooRanksInProcess(5, std::chrono::seconds(30), [&](Communicator& comm) {
+  auto errors = RunRanksInProcess(5, std::chrono::seconds(30), [&](Communicator& comm) {
     RunDistributed(Options("adam", at::kFloat, 1), comm, nullptr);
   });
   for (const auto& e : errors) {

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "distributed/checkpoint.h"
-#include "distributed/communicator_gloo.h"
+#include "distributed/communicator_local.h"
 #include "distributed/file_util.h"
 #include "harness/cell/checkpoint_test_util.h"
 #include "spec/error.h"
@@ -287,7 +287,7 @@ TEST(StrictLoad, FailedLoadChangesNoState) {
   Save("adam", tmp.Sub("c"), ShardingType::kDpReshardable);
   fs::resize_file(tmp.Sub("c") + "/rank_00001.safetensors", 200);
   const ModelSpec model = CheckpointModel();
-  auto errors = RunGlooRanksInProcess(2, std::chrono::seconds(30), [&](Communicator& comm) {
+  auto errors = RunRanksInProcess(2, std::chrono::seconds(30), [&](Communicator& comm) {
     DistributedOptimizer opt(OptimizerSetup::Defaults("adam"), model.params, at::kFloat, comm,
                              {1000});
     opt.SetParams(InitialParams(model, 5, at::kFloat));

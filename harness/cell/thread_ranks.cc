@@ -2,14 +2,14 @@
 
 #include <mutex>
 
-#include "distributed/communicator_gloo.h"
+#include "distributed/communicator_local.h"
 
 namespace shardcheck {
 
 ThreadRun RunTrainOnThreads(const TrainOptions& opts, int dp, std::chrono::milliseconds timeout) {
   ThreadRun out;
   std::mutex mu;
-  const auto errors = RunGlooRanksInProcess(dp, timeout, [&](Communicator& comm) {
+  const auto errors = RunRanksInProcess(dp, timeout, [&](Communicator& comm) {
     TrainResult r = RunDistributed(opts, comm, nullptr);
     if (comm.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);

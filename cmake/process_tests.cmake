@@ -1,0 +1,70 @@
+# The tests that run shardcheck's own processes: the scenario cells of
+# scenarios/ci, the launcher matrix, end-to-end checks through real rank
+# processes, the communicator self-tests and the checkpoint tools' Python
+# reader. They need the Gloo backend (CPU ranks), so the default build has
+# them and the torch 2.x build (NCCL only) does not.
+
+# Every cell of scenarios/ci/*.yaml runs under ctest, grouped into one test
+# per (scenario, optimizer, sharding type) so that one process runs the
+# group's cells (labels: checkpoint, optimizer, sharding type, every dpN and
+# dtype of the group). The list comes from `shardcheck list` after the binary
+# is built, as gtest_discover_tests does for gtest.
+file(GLOB scenario_ci_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/scenarios/ci/*.yaml)
+set(scenario_tests_file ${CMAKE_BINARY_DIR}/scenario_tests.cmake)
+add_custom_command(OUTPUT ${scenario_tests_file}
+  COMMAND shardcheck list ${scenario_ci_files} --ctest ${scenario_tests_file} --group-by optimizer,sharding_type
+          --binary $<TARGET_FILE:shardcheck> --out-root ${CMAKE_BINARY_DIR}/scenario-out
+  DEPENDS shardcheck ${scenario_ci_files}
+  COMMENT "Listing the scenario cells for ctest"
+  VERBATIM)
+add_custom_target(scenario_tests ALL DEPENDS ${scenario_tests_file})
+file(WRITE ${CMAKE_BINARY_DIR}/scenario_tests_include.cmake
+  "if(EXISTS \"${scenario_tests_file}\")\n  include(\"${scenario_tests_file}\")\nelse()\n  add_test(scenario_tests_not_built false)\nendif()\n")
+set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${CMAKE_BINARY_DIR}/scenario_tests_include.cmake)
+
+# End to end through real rank processes: the distributed final state equals
+# the reference's file; an export after a DP change equals the reference.
+add_test(NAME distributed.final_equals_reference
+  COMMAND /bin/sh ${PROJECT_SOURCE_DIR}/harness/cli/done_when_test.sh $<TARGET_FILE:shardcheck> final
+          ${CMAKE_BINARY_DIR}/test-out/final_equals_reference)
+set_tests_properties(distributed.final_equals_reference PROPERTIES LABELS "distributed;muon_lion;dp3" TIMEOUT 300 PROCESSORS 2)
+add_test(NAME checkpoint.export_after_reshard_equals_reference
+  COMMAND /bin/sh ${PROJECT_SOURCE_DIR}/harness/cli/done_when_test.sh $<TARGET_FILE:shardcheck> reshard
+          ${CMAKE_BINARY_DIR}/test-out/export_after_reshard)
+set_tests_properties(checkpoint.export_after_reshard_equals_reference PROPERTIES
+  LABELS "checkpoint;muon_lion;dp_reshardable;dp3;dp2" TIMEOUT 300 PROCESSORS 2)
+
+# The reference's output read with the Python standard library alone.
+add_test(NAME cli.reference_header_python
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/cli/reference_header_test.py
+          $<TARGET_FILE:shardcheck>)
+set_tests_properties(cli.reference_header_python PROPERTIES LABELS unit TIMEOUT 120)
+
+include(${PROJECT_SOURCE_DIR}/cmake/distributed_tests.cmake)
+
+# Communicator and launcher tests
+# (the ctests below run the real binary: N ranks through `shardcheck launch`, and a rank that
+# SIGKILLs itself mid-run must end the job non-zero and named, not hang.)
+foreach(n 1 2 3 4)
+  add_test(NAME dist.comm_selftest.np${n}
+    COMMAND $<TARGET_FILE:shardcheck> launch --nproc ${n} --timeout 150 --
+            $<TARGET_FILE:shardcheck> comm-selftest --timeout 60)
+  set_tests_properties(dist.comm_selftest.np${n} PROPERTIES LABELS distributed TIMEOUT 180)
+endforeach()
+add_test(NAME dist.comm_selftest.single COMMAND $<TARGET_FILE:shardcheck> comm-selftest)
+set_tests_properties(dist.comm_selftest.single PROPERTIES LABELS distributed TIMEOUT 120)
+add_test(NAME dist.launch_killed_rank
+  COMMAND /bin/sh ${PROJECT_SOURCE_DIR}/harness/launch/launch_killed_rank_test.sh
+          $<TARGET_FILE:shardcheck>)
+set_tests_properties(dist.launch_killed_rank PROPERTIES LABELS distributed TIMEOUT 90)
+
+# Checkpoint tools tests
+# (the Python reader of docs/checkpoint-format.md, run verbatim against
+# checkpoints of all four sharding types at dp 1 and dp 3 and compared with
+# `shardcheck export`, byte for byte; the gtests of inspect, ckpt-diff and
+# export are in harness/cli/cmd_ckpt_tools_test.cc.)
+add_test(NAME ckpt.python_reader
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/cli/checkpoint_reader_test.py
+          $<TARGET_FILE:shardcheck> ${PROJECT_SOURCE_DIR}/docs/checkpoint-format.md)
+set_tests_properties(ckpt.python_reader PROPERTIES LABELS checkpoint TIMEOUT 300)
+
