@@ -57,6 +57,13 @@ add_test(NAME dist.launch_killed_rank
   COMMAND /bin/sh ${PROJECT_SOURCE_DIR}/harness/launch/launch_killed_rank_test.sh
           $<TARGET_FILE:shardcheck>)
 set_tests_properties(dist.launch_killed_rank PROPERTIES LABELS distributed TIMEOUT 90)
+# Several nodes: launchers in network namespaces made by the test (root and
+# iproute2; exit 77 = skipped, with the reason, where namespaces are forbidden).
+add_test(NAME dist.multinode_netns
+  COMMAND /bin/sh ${PROJECT_SOURCE_DIR}/harness/launch/multinode_netns_test.sh
+          $<TARGET_FILE:shardcheck> ${CMAKE_BINARY_DIR}/test-out/multinode_netns)
+set_tests_properties(dist.multinode_netns PROPERTIES LABELS "distributed;multinode" TIMEOUT 240
+  SKIP_RETURN_CODE 77 PROCESSORS 2)
 
 # Checkpoint tools tests
 # (the Python reader of docs/checkpoint-format.md, run verbatim against

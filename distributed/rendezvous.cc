@@ -1,5 +1,10 @@
 #include "distributed/rendezvous.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -143,6 +148,7 @@ DistEnv FromTorchrun() {
   // Without torchrun's local variables, assume every rank is on this host.
   env.local_rank = IntOr("LOCAL_RANK", env.rank, env.source);
   env.local_world_size = IntOr("LOCAL_WORLD_SIZE", env.world_size, env.source);
+  env.node_rank = IntOr("GROUP_RANK", 0, env.source);
   CheckRanges(env, {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"});
   ReadMaster(env);
   return env;
@@ -166,6 +172,7 @@ DistEnv FromSlurm() {
         "SLURM_NTASKS_PER_NODE and SLURM_TASKS_PER_NODE are both unset: cannot tell how many "
         "ranks share this host (slurm environment)");
   }
+  env.node_rank = IntOr("SLURM_NODEID", 0, env.source);
   CheckRanges(env, {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", names});
   ReadMaster(env);
   return env;
@@ -182,6 +189,30 @@ DistEnv FromOpenMpi() {
                     "OMPI_COMM_WORLD_LOCAL_SIZE"});
   ReadMaster(env);
   return env;
+}
+
+// This host's IPv4 address on the route to `host` (a UDP connect sends
+// nothing), or "" when `host` does not resolve or has no route.
+std::string LocalAddressToward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return "";
+  std::string local;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    char text[INET_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+        inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text)) != nullptr) {
+      local = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return local;
 }
 
 }  // namespace
@@ -204,11 +235,15 @@ std::unique_ptr<Communicator> Connect(const DistEnv& env, const std::string& bac
 #ifndef SHARDCHECK_HAVE_GLOO
   if (!nccl && env.world_size == 1) return MakeSingleRankCommunicator();
   if (!nccl)
-    throw Error("this shardcheck is built without Gloo (the torch 2.x build talks NCCL only): use --backend nccl "
-                "on GPUs, or the default build for CPU ranks");
+    throw Error(
+        "this shardcheck is built without Gloo (the torch 2.x build talks NCCL only): use "
+        "--backend nccl "
+        "on GPUs, or the default build for CPU ranks");
 #endif
-  const std::string where = "rank " + std::to_string(env.rank) + " of " +
-                            std::to_string(env.world_size) + " (" + env.source + ")";
+  const bool one_host = env.local_world_size == env.world_size;
+  const std::string where =
+      "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+      (one_host ? "" : " on node " + std::to_string(env.node_rank)) + " (" + env.source + ")";
   c10::intrusive_ptr<c10d::Store> store;
   if (env.world_size == 1) {
     store = c10::make_intrusive<c10d::HashStore>();
@@ -233,8 +268,8 @@ std::unique_ptr<Communicator> Connect(const DistEnv& env, const std::string& bac
   try {
     if (nccl) return MakeNcclCommunicator(store, env.rank, env.world_size, env.local_rank, timeout);
     // Gloo listens on loopback when every rank is on this host, else on the
-    // address of this host's name.
-    const std::string bind_host = env.local_world_size == env.world_size ? "127.0.0.1" : "";
+    // address that routes to rank 0's host (GLOO_SOCKET_IFNAME wins over both).
+    const std::string bind_host = one_host ? "127.0.0.1" : LocalAddressToward(env.master_addr);
 #ifdef SHARDCHECK_HAVE_GLOO
     return MakeGlooCommunicator(store, env.rank, env.world_size, timeout, bind_host);
 #else

@@ -16,6 +16,7 @@ struct DistEnv {
   int world_size = 1;
   int local_rank = 0;        // rank among the processes on this host (GPU index for NCCL)
   int local_world_size = 1;  // processes on this host
+  int node_rank = 0;         // this host's index (GROUP_RANK, SLURM_NODEID), for messages
   std::string master_addr = "127.0.0.1";  // host of rank 0's TCPStore
   int master_port = 0;                    // its port; 0 when world_size == 1
   std::string source;                     // "torchrun", "slurm", "openmpi" or "single"
@@ -36,7 +37,11 @@ DistEnv DistEnvFromEnvironment();
 // MASTER_ADDR:MASTER_PORT for world_size workers, every rank joins it, and
 // the chosen backend meets through it. `backend` is "gloo", "nccl" or
 // "auto" (nccl when built with NCCL and a GPU is visible, else gloo).
-// A single process needs no network (in-memory store). Every wait, the
+// A single process needs no network (in-memory store). Gloo listens on
+// loopback when every rank is on this host; across hosts on the interface
+// named by GLOO_SOCKET_IFNAME, else on this host's address on the route to
+// MASTER_ADDR (so network namespaces and multi-homed nodes pick the
+// interface their peers reach). Every wait, the
 // rendezvous included, is bounded by `timeout`. Throws Error naming the
 // rank, the store address or the backend on failure.
 std::unique_ptr<Communicator> ConnectFromEnvironment(const std::string& backend,

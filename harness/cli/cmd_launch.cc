@@ -1,5 +1,6 @@
-// `shardcheck launch --nproc N [--timeout S] [--port P] -- CMD ARGS...`:
-// the CLI of the launcher (harness/launcher.h).
+// `shardcheck launch --nproc N [--nnodes M --node-rank R --master-addr A
+// --master-port P] [--timeout S] -- CMD ARGS...`: the CLI of the launcher
+// (harness/launch/launcher.h).
 #include "harness/cli/cli.h"
 #include "harness/launch/launcher.h"
 
@@ -9,15 +10,29 @@ void AddLaunchCommand(CLI::App& app, std::function<int()>& action) {
   auto* cmd = app.add_subcommand(
       "launch",
       "Start N ranks of a command on this host with torchrun's environment (RANK, WORLD_SIZE, "
-      "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), prefix their output with "
-      "\"[rank k] \", stop all when one fails, and exit with its code (124 on --timeout).");
+      "LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT), prefix their output "
+      "with \"[rank k] \", stop all when one fails, and exit with its code (124 on --timeout). "
+      "For several nodes, run one launcher per node with the same --nnodes, --master-addr and "
+      "--master-port and its own --node-rank (docs/gpu.md).");
   auto o = std::make_shared<LaunchOptions>();
-  cmd->add_option("--nproc", o->nproc, "ranks to start")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--nproc,--nproc-per-node", o->nproc, "ranks to start on this node")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--nnodes", o->nnodes, "nodes of the job, one launcher on each")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--node-rank", o->node_rank, "this node's index in [0, --nnodes)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--master-addr", o->master_addr,
+                  "address of node 0, where global rank 0 serves the rendezvous store; needed "
+                  "with --nnodes > 1 (default 127.0.0.1)");
   cmd->add_option("--timeout", o->timeout_s,
                   "stop all ranks and exit 124 after S seconds; 0: never")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--port", o->port, "MASTER_PORT; 0: a free port")
+  cmd->add_option("--master-port,--port", o->port,
+                  "MASTER_PORT; 0: a free port of this host (one node only)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--grace", o->grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks")

@@ -153,9 +153,24 @@ void Drain(Stream& s, const std::string& prefix) {
   s.fd = -1;
 }
 
-std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int port) {
+int GlobalRank(const LaunchOptions& o, int local_rank) {
+  return o.node_rank * o.nproc + local_rank;
+}
+
+// "[rank R] ", or "[node n rank R] " in a job of several nodes.
+std::string RankName(const LaunchOptions& o, int local_rank) {
+  const std::string rank = "rank " + std::to_string(GlobalRank(o, local_rank));
+  return o.nnodes > 1 ? "node " + std::to_string(o.node_rank) + " " + rank : rank;
+}
+
+std::string Prefix(const LaunchOptions& o, int local_rank) {
+  return "[" + RankName(o, local_rank) + "] ";
+}
+
+std::vector<std::string> RankEnvironment(const LaunchOptions& o, int local_rank, int port) {
   static const char* const kOwn[] = {
-      "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
+      "RANK=",       "WORLD_SIZE=",       "LOCAL_RANK=",  "LOCAL_WORLD_SIZE=",
+      "GROUP_RANK=", "GROUP_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
   std::vector<std::string> env;
   bool has_omp = false;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -165,11 +180,14 @@ std::vector<std::string> RankEnvironment(const LaunchOptions& o, int rank, int p
     for (const char* k : kOwn) own = own || var.rfind(k, 0) == 0;
     if (!own) env.push_back(var);
   }
-  env.push_back("RANK=" + std::to_string(rank));
-  env.push_back("WORLD_SIZE=" + std::to_string(o.nproc));
-  env.push_back("LOCAL_RANK=" + std::to_string(rank));
+  env.push_back("RANK=" + std::to_string(GlobalRank(o, local_rank)));
+  env.push_back("WORLD_SIZE=" + std::to_string(o.nnodes * o.nproc));
+  env.push_back("LOCAL_RANK=" + std::to_string(local_rank));
   env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(o.nproc));
-  env.push_back("MASTER_ADDR=127.0.0.1");
+  env.push_back("GROUP_RANK=" + std::to_string(o.node_rank));
+  env.push_back("GROUP_WORLD_SIZE=" + std::to_string(o.nnodes));
+  env.push_back("MASTER_ADDR=" +
+                (o.master_addr.empty() ? std::string("127.0.0.1") : o.master_addr));
   env.push_back("MASTER_PORT=" + std::to_string(port));
   if (!has_omp) env.push_back("OMP_NUM_THREADS=1");
   return env;
@@ -284,10 +302,11 @@ class Job {
       last_exit_ = Clock::now();
       if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
       if (!result_) {
-        Say("rank " + std::to_string(k) + " " + Describe(status) + "; stopping the other ranks");
+        Say(RankName(o_, static_cast<int>(k)) + " " + Describe(status) +
+            "; stopping the other ranks");
         BeginStop(ExitCodeOf(status), SIGTERM);
       } else {
-        Say("rank " + std::to_string(k) + " " + Describe(status));
+        Say(RankName(o_, static_cast<int>(k)) + " " + Describe(status));
       }
     }
   }
@@ -302,7 +321,8 @@ class Job {
       const auto now = Clock::now();
       if (deadline && now >= *deadline && !result_ && AnyRunning()) {
         Say("timeout after " + Seconds(o_.timeout_s) + " s; stopping all " +
-            std::to_string(o_.nproc) + " ranks");
+            std::to_string(o_.nproc) + " ranks" +
+            (o_.nnodes > 1 ? " of node " + std::to_string(o_.node_rank) : ""));
         BeginStop(124, SIGTERM);
       }
       if (kill_at_ && now >= *kill_at_ && AnyRunning()) {
@@ -340,14 +360,14 @@ class Job {
       for (size_t i = 1; i < fds.size(); ++i) {
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
           auto [s, k] = streams[i - 1];
-          Drain(*s, "[rank " + std::to_string(k) + "] ");
+          Drain(*s, Prefix(o_, static_cast<int>(k)));
         }
       }
     }
     for (size_t k = 0; k < ranks_.size(); ++k) {
       for (Stream* s : {&ranks_[k].out, &ranks_[k].err}) {
         if (s->fd < 0) continue;
-        Forward(*s, "[rank " + std::to_string(k) + "] ", true);
+        Forward(*s, Prefix(o_, static_cast<int>(k)), true);
         close(s->fd);
         s->fd = -1;
       }
@@ -385,6 +405,16 @@ int Launch(const LaunchOptions& options) {
   if (options.command.empty()) throw Error("launch: no command to run (give it after --)");
   if (options.timeout_s < 0) throw Error("launch: --timeout must be >= 0 seconds");
   if (options.port < 0 || options.port > 65535) throw Error("launch: --port must be in [0, 65535]");
+  if (options.nnodes < 1) throw Error("launch: --nnodes must be at least 1");
+  if (options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    throw Error("launch: --node-rank " + std::to_string(options.node_rank) +
+                " is outside [0, --nnodes " + std::to_string(options.nnodes) + ")");
+  }
+  if (options.nnodes > 1 && (options.master_addr.empty() || options.port == 0)) {
+    throw Error("launch: --nnodes " + std::to_string(options.nnodes) +
+                " needs --master-addr (the host of node 0) and --master-port, the same on every "
+                "node");
+  }
   Job job(options);
   return job.Run();
 }

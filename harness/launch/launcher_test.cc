@@ -47,6 +47,17 @@ struct Result {
   double seconds;
 };
 
+Result LaunchWith(LaunchOptions o) {
+  Capture out;
+  Capture err;
+  o.out_fd = out.fd();
+  o.err_fd = err.fd();
+  const auto start = std::chrono::steady_clock::now();
+  const int code = Launch(o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {code, out.Text(), err.Text(), s};
+}
+
 Result LaunchSh(int nproc, const std::string& script, double timeout_s = 0, double grace_s = 5) {
   Capture out;
   Capture err;
@@ -89,6 +100,49 @@ TEST(Launcher, SetsTorchrunEnvironmentPerRank) {
   size_t count = 0;
   for (size_t at = 0; (at = r.out.find("p=" + port + "\n", at)) != std::string::npos; ++at) ++count;
   EXPECT_EQ(count, 3u) << r.out;
+}
+
+// Node 1 of 3 with 2 ranks each: global ranks 2 and 3, local 0 and 1,
+// the given master, and output prefixed with the node.
+TEST(Launcher, NodeOfSeveralGetsGlobalRanksAndItsPrefix) {
+  LaunchOptions o;
+  o.nproc = 2;
+  o.nnodes = 3;
+  o.node_rank = 1;
+  o.master_addr = "10.1.2.3";
+  o.port = 29555;
+  o.command = {
+      "/bin/sh", "-c",
+      "echo \"r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK lw=$LOCAL_WORLD_SIZE g=$GROUP_RANK "
+      "gw=$GROUP_WORLD_SIZE a=$MASTER_ADDR p=$MASTER_PORT\"; [ $LOCAL_RANK = 0 ] || exit 5"};
+  const Result r = LaunchWith(o);
+  EXPECT_TRUE(Has(r.out, "[node 1 rank 2] r=2 w=6 l=0 lw=2 g=1 gw=3 a=10.1.2.3 p=29555\n"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "[node 1 rank 3] r=3 w=6 l=1 lw=2 g=1 gw=3 a=10.1.2.3 p=29555\n"))
+      << r.out;
+  EXPECT_EQ(r.code, 5);
+  EXPECT_TRUE(Has(r.err, "shardcheck launch: node 1 rank 3 exited with code 5")) << r.err;
+}
+
+TEST(Launcher, SeveralNodesNeedMasterAddrAndPortAndAValidNodeRank) {
+  auto message = [](int nnodes, int node_rank, const std::string& addr, int port) {
+    LaunchOptions o;
+    o.nnodes = nnodes;
+    o.node_rank = node_rank;
+    o.master_addr = addr;
+    o.port = port;
+    o.command = {"/bin/true"};
+    try {
+      Launch(o);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_TRUE(Has(message(2, 0, "", 29500), "--nnodes 2 needs --master-addr"));
+  EXPECT_TRUE(Has(message(2, 0, "10.0.0.1", 0), "--nnodes 2 needs --master-addr"));
+  EXPECT_TRUE(Has(message(2, 2, "10.0.0.1", 29500), "--node-rank 2 is outside [0, --nnodes 2)"));
+  EXPECT_TRUE(Has(message(0, 0, "10.0.0.1", 29500), "--nnodes must be at least 1"));
 }
 
 TEST(Launcher, KeepsOmpNumThreadsWhenSet) {
