@@ -81,6 +81,10 @@ std::vector<std::string> GatherStrings(Communicator& comm, const std::string& s,
   return out;
 }
 
+// A host copy of an optimizer tensor (on the CPU or a GPU): checkpoints are
+// written from host memory.
+at::Tensor HostCopy(const at::Tensor& t) { return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true); }
+
 // This rank's shard of bucket b (gaps and padding zero) for kind index ki
 // (0: main param, else state key ki-1).
 at::Tensor ShardOf(const std::vector<OwnedPiece>& owned, const Bucket& b, int dp, size_t ki) {
@@ -120,11 +124,11 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
   for (const OwnedPiece& p : owned) {
     if (p.bucket >= 0) continue;
     const ParamInfo& info = params[static_cast<size_t>(p.param)];
-    out.push_back({ModelSpaceKey("fp32_param", info.name), info.shape, 0, p.main.clone()});
+    out.push_back({ModelSpaceKey("fp32_param", info.name), info.shape, 0, HostCopy(p.main)});
     const StateSchema& schema = opt.children()[static_cast<size_t>(p.child)].schema;
     for (size_t k = 0; k < schema.keys.size(); ++k)
       out.push_back(
-          {ModelSpaceKey(schema.keys[k].name, info.name), info.shape, 0, p.state[k].clone()});
+          {ModelSpaceKey(schema.keys[k].name, info.name), info.shape, 0, HostCopy(p.state[k])});
   }
   switch (type) {
     case ShardingType::kDpReshardable:
@@ -146,7 +150,7 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
         const ParamInfo& info = params[static_cast<size_t>(p.param)];
         for (size_t ki = 0; ki < kinds.size(); ++ki)
           out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name), info.shape,
-                         p.param_range.begin, (ki == 0 ? p.main : p.state[ki - 1]).clone()});
+                         p.param_range.begin, HostCopy(ki == 0 ? p.main : p.state[ki - 1])});
       }
       break;
     case ShardingType::kFullyReshardable: {

@@ -1,7 +1,8 @@
 // The one communication interface of shardcheck's distributed side.
 //
 // Backends: Gloo through libtorch's c10d (CPU tensors; what CI runs) and
-// NCCL through its C API (CUDA tensors; GPU nodes). Every collective is
+// NCCL through its C API (GPU nodes: tensors on the rank's device move
+// directly, host tensors are staged through it). Every collective is
 // blocking, has a timeout (default 120 s), and on a dead or stuck peer
 // throws shardcheck::Error naming the op, this rank and the peer when known
 // — it never hangs. A Communicator is used by one thread at a time.

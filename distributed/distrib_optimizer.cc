@@ -1,5 +1,7 @@
 #include "distributed/distrib_optimizer.h"
 
+#include <c10/core/DeviceGuard.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -22,7 +24,7 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerSetup& setup,
                                            const std::vector<ParamInfo>& params,
                                            c10::ScalarType model_dtype, Communicator& comm,
                                            DistOptions opts)
-    : setup_(setup), params_(params), model_dtype_(model_dtype), comm_(comm) {
+    : setup_(setup), params_(params), model_dtype_(model_dtype), device_(opts.device), comm_(comm) {
   setup_.Validate();
   if (model_dtype_ != at::kFloat && model_dtype_ != at::kBFloat16)
     throw Error("distributed optimizer: model dtype must be fp32 or bf16");
@@ -46,18 +48,18 @@ void DistributedOptimizer::BuildSharded(const DistOptions& opts) {
   for (int i : children_[static_cast<size_t>(sharded_child_)].params)
     specs.push_back({i, params_[static_cast<size_t>(i)].Numel()});
   layout_ = BufferLayout::Build(specs, dp, opts.bucket_size);
-  grad_buffer_ = at::zeros({layout_.numel()}, at::kFloat);
-  param_buffer_ = at::zeros({layout_.numel()}, at::TensorOptions().dtype(model_dtype_));
+  grad_buffer_ = at::zeros({layout_.numel()}, On(at::kFloat));
+  param_buffer_ = at::zeros({layout_.numel()}, On(model_dtype_));
   for (const Bucket& b : layout_.buckets())
-    grad_shards_.push_back(at::zeros({b.ShardSize(dp)}, at::kFloat));
+    grad_shards_.push_back(at::zeros({b.ShardSize(dp)}, On(at::kFloat)));
   int64_t owned = 0;
   for (const OwnedSlice& s : layout_.SlicesOf(rank)) {
     slices_.push_back({s, owned, params_[static_cast<size_t>(s.param)].DefaultWdMult()});
     owned += s.gbuf_world.size();
   }
-  main_ = at::zeros({owned}, at::kFloat);
+  main_ = at::zeros({owned}, On(at::kFloat));
   for (const StateKey& k : children_[static_cast<size_t>(sharded_child_)].schema.keys)
-    state_.push_back(at::zeros({owned}, at::TensorOptions().dtype(k.dtype)));
+    state_.push_back(at::zeros({owned}, On(k.dtype)));
 }
 
 void DistributedOptimizer::BuildLayerWise() {
@@ -81,17 +83,16 @@ void DistributedOptimizer::BuildLayerWise() {
     lw.param = i;
     lw.owner = owner[j];
     lw.offset = offset;
-    lw.model = at::zeros(p.shape, at::TensorOptions().dtype(model_dtype_));
+    lw.model = at::zeros(p.shape, On(model_dtype_));
     if (lw.owner == comm_.rank()) {
-      lw.main = at::zeros(p.shape, at::kFloat);
-      for (const StateKey& k : child.schema.keys)
-        lw.state.push_back(at::zeros(p.shape, at::TensorOptions().dtype(k.dtype)));
+      lw.main = at::zeros(p.shape, On(at::kFloat));
+      for (const StateKey& k : child.schema.keys) lw.state.push_back(at::zeros(p.shape, On(k.dtype)));
     }
     offset += p.Numel();
     lw_owner_.push_back({i, lw.owner});
     lw_.push_back(std::move(lw));
   }
-  lw_grad_ = at::zeros({offset}, at::kFloat);
+  lw_grad_ = at::zeros({offset}, On(at::kFloat));
 }
 
 void DistributedOptimizer::SetParams(const std::vector<at::Tensor>& full) {
@@ -182,7 +183,7 @@ double DistributedOptimizer::GradNorm() {
                  .sum()
                  .item<double>();
   }
-  at::Tensor total = at::full({1}, sumsq, at::kDouble);
+  at::Tensor total = at::full({1}, sumsq, On(at::kDouble));
   comm_.AllReduce(total, ReduceOp::kSum);
   return std::sqrt(total.item<double>());
 }
@@ -214,8 +215,18 @@ void DistributedOptimizer::StepSharded(float clip, double lr_factor) {
                         s.where.gbuf_world.begin;
     else
       span.model_fp32 = param_buffer_.data_ptr<float>() + s.where.gbuf_world.begin;
-    kernel.run_cpu(scalars, span);
+    Run(kernel, scalars, span);
   }
+}
+
+void DistributedOptimizer::Run(const ElementwiseKernel& kernel, const ScalarBlock& scalars,
+                               const ElementwiseSpan& span) const {
+  if (!device_.is_cuda()) return kernel.run_cpu(scalars, span);
+  if (kernel.run_cuda == nullptr)
+    throw Error("distributed optimizer: " + children_[static_cast<size_t>(sharded_child_)].config.kind() +
+                " has no CUDA kernel in this build (build the cuda preset, docs/gpu.md)");
+  const c10::DeviceGuard on_device(device_);  // the launch goes to the current device
+  kernel.run_cuda(scalars, span, /*stream=*/nullptr);
 }
 
 void DistributedOptimizer::CopyMainToModel() {
@@ -263,7 +274,7 @@ void DistributedOptimizer::GatherLayerWise() {
   for (const LayerWiseParam& lw : lw_) load[static_cast<size_t>(lw.owner)] += lw.model.numel();
   const int64_t seg = *std::max_element(load.begin(), load.end());
   if (seg == 0) return;
-  at::Tensor mine = at::zeros({seg}, at::TensorOptions().dtype(model_dtype_));
+  at::Tensor mine = at::zeros({seg}, On(model_dtype_));
   int64_t at_off = 0;
   for (const LayerWiseParam& lw : lw_) {
     if (lw.owner != comm_.rank()) continue;

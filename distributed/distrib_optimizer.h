@@ -8,7 +8,8 @@
 // every key of that child's schema) and the rest to the sharded scalar
 // optimizer; both share one step counter and the lr schedule.
 //
-// One instance per rank; not thread-safe.
+// One instance per rank; not thread-safe. Tensors it hands out (Grad,
+// ModelParam, Owned) live on DistOptions::device; SetParams takes any.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -22,6 +23,7 @@
 #include "distributed/layout.h"
 #include "spec/config.h"
 #include "spec/lr_schedule.h"
+#include "spec/kernel_interface.h"
 #include "spec/params.h"
 #include "spec/routing.h"
 
@@ -29,6 +31,11 @@ namespace shardcheck {
 
 struct DistOptions {
   int64_t bucket_size = 0;  // elements; 0: one bucket per buffer
+  // Where every buffer, shard and state tensor lives. On a CUDA device the
+  // shard updates are the registry's CUDA launches (on the legacy default
+  // stream, ordered with ATen's and the communicator's work), and the
+  // communicator must move device tensors (NCCL, or the in-process double).
+  at::Device device = at::kCPU;
 };
 
 // Bytes this rank holds for main params and each state key.
@@ -120,6 +127,7 @@ class DistributedOptimizer {
   // rank (main/state tensors left undefined). Known on every rank.
   std::vector<OwnedPiece> PiecesOf(int rank) const;
   c10::ScalarType model_dtype() const { return model_dtype_; }
+  at::Device device() const { return device_; }
   const OptimizerSetup& setup() const { return setup_; }
   Communicator& comm() const { return comm_; }
   MemoryFigures Memory() const;
@@ -146,6 +154,12 @@ class DistributedOptimizer {
   double GradNorm();  // fp64 global norm over every rank's owned grads (collective)
   void StepSharded(float clip, double lr_factor);  // fused kernel; writes the model params too
   void StepLayerWise(float clip, double lr_factor);
+  // The kernel's CPU loop, or its CUDA launch on this optimizer's device.
+  void Run(const ElementwiseKernel& kernel, const ScalarBlock& scalars,
+           const ElementwiseSpan& span) const;
+  at::TensorOptions On(c10::ScalarType dtype) const {
+    return at::TensorOptions().dtype(dtype).device(device_);
+  }
   void CopyMainToModel();  // owned slices: main -> model dtype, into the param buffer
   void GatherBuckets();    // all-gather every bucket of the param buffer
   void GatherLayerWise();  // main -> model for owned matrices, all-gather them
@@ -153,6 +167,7 @@ class DistributedOptimizer {
   OptimizerSetup setup_;
   std::vector<ParamInfo> params_;
   c10::ScalarType model_dtype_;
+  at::Device device_;
   Communicator& comm_;
   std::vector<ChildOptimizer> children_;
   std::vector<int> child_of_;

@@ -16,6 +16,7 @@
 #endif
 #include "distributed/communicator_local.h"
 #include "distributed/communicator_nccl.h"
+#include "spec/device.h"
 #include "spec/error.h"
 
 namespace shardcheck {
@@ -266,7 +267,9 @@ std::unique_ptr<Communicator> Connect(const DistEnv& env, const std::string& bac
     }
   }
   try {
-    if (nccl) return MakeNcclCommunicator(store, env.rank, env.world_size, env.local_rank, timeout);
+    if (nccl)
+      return MakeNcclCommunicator(store, env.rank, env.world_size, CudaIndexFor(env.local_rank),
+                                  timeout);
     // Gloo listens on loopback when every rank is on this host, else on the
     // address that routes to rank 0's host (GLOO_SOCKET_IFNAME wins over both).
     const std::string bind_host = one_host ? "127.0.0.1" : LocalAddressToward(env.master_addr);

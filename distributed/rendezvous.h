@@ -14,7 +14,7 @@ namespace shardcheck {
 struct DistEnv {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;        // rank among the processes on this host (GPU index for NCCL)
+  int local_rank = 0;        // rank among the processes on this host (its GPU: CudaIndexFor)
   int local_world_size = 1;  // processes on this host
   int node_rank = 0;         // this host's index (GROUP_RANK, SLURM_NODEID), for messages
   std::string master_addr = "127.0.0.1";  // host of rank 0's TCPStore

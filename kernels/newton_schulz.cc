@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ieee.h"
 #include "spec/error.h"
 
 namespace shardcheck {
@@ -32,7 +33,7 @@ at::Tensor NewtonSchulz(const at::Tensor& g, const NewtonSchulzOptions& o) {
   // Normalize by the Frobenius norm: sum of squares in fp64, rounded once.
   const double sumsq = x.to(at::kDouble).square().sum().item<double>();
   const float norm = std::max(static_cast<float>(std::sqrt(sumsq)), 1e-7f);
-  x = x / norm;
+  x = Divide(x, norm);
   if (o.bf16) x = x.to(at::kBFloat16);
   for (int i = 0; i < o.steps; ++i) {
     const NsCoefficients k = o.At(i);

@@ -8,7 +8,7 @@
 #include "optimizers/adam.h"
 
 #include "reference/registry.h"
-#include "reference/ieee.h"
+#include "kernels/ieee.h"
 
 namespace shardcheck {
 
@@ -34,7 +34,7 @@ void AdamUpdate(const StepContext& ctx, at::Tensor& p, const at::Tensor& g_in, S
   // Update the second moment.
   exp_avg_sq = exp_avg_sq * s.b2 + (g * g) * s.omb2;
   // Bias-correct the second moment inside the denominator.
-  const at::Tensor denom = CorrectlyRoundedSqrt(exp_avg_sq) / s.bc2_sqrt + s.eps;
+  const at::Tensor denom = Divide(CorrectlyRoundedSqrt(exp_avg_sq), s.bc2_sqrt) + s.eps;
   // Bias-corrected step.
   p = p - (exp_avg / denom) * s.step_size;
 }

@@ -9,7 +9,7 @@
 #include "optimizers/ademamix.h"
 
 #include "reference/registry.h"
-#include "reference/ieee.h"
+#include "kernels/ieee.h"
 
 namespace shardcheck {
 
@@ -27,9 +27,9 @@ void AdemamixUpdate(const StepContext& ctx, at::Tensor& p, const at::Tensor& g, 
   slow = slow * s.b3 + g * s.omb3;
   sq = sq * s.b2 + (g * g) * s.omb2;
   // Bias-correct the second moment inside the denominator.
-  const at::Tensor denom = CorrectlyRoundedSqrt(sq) / s.bc2_sqrt + s.eps;
+  const at::Tensor denom = Divide(CorrectlyRoundedSqrt(sq), s.bc2_sqrt) + s.eps;
   // Bias-correct the fast moment, mix in the slow one, step.
-  const at::Tensor u = (fast / s.bc1 + slow * s.alpha) / denom;
+  const at::Tensor u = (Divide(fast, s.bc1) + slow * s.alpha) / denom;
   p = p - u * s.lr;
 }
 

@@ -9,6 +9,12 @@
 
 namespace shardcheck {
 
+namespace {
+
+at::Tensor HostCopy(const at::Tensor& t) { return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true); }
+
+}  // namespace
+
 double GlobalGradNorm(const std::vector<at::Tensor>& grads) {
   double sumsq = 0.0;
   for (const auto& g : grads) sumsq += g.to(at::kDouble).square().sum().item<double>();
@@ -16,8 +22,8 @@ double GlobalGradNorm(const std::vector<at::Tensor>& grads) {
 }
 
 ReferenceOptimizer::ReferenceOptimizer(OptimizerSetup setup, std::vector<ParamInfo> params,
-                                       const std::vector<at::Tensor>& initial)
-    : setup_(std::move(setup)), params_(std::move(params)) {
+                                       const std::vector<at::Tensor>& initial, at::Device device)
+    : setup_(std::move(setup)), params_(std::move(params)), device_(device) {
   setup_.Validate();
   if (initial.size() != params_.size())
     throw Error("reference optimizer: " + std::to_string(initial.size()) + " initial tensors for " +
@@ -45,11 +51,11 @@ ReferenceOptimizer::ReferenceOptimizer(OptimizerSetup setup, std::vector<ParamIn
     if (owner.needs_2d && p.shape.size() != 2)
       throw Error("reference optimizer: " + owner.name + " got a non-2-D param " + p.name);
     wd_mult_.push_back(p.DefaultWdMult());
-    model_.push_back(t.clone());
-    main_.push_back(t.to(at::kFloat).clone());
+    model_.push_back(t.to(device_, /*non_blocking=*/false, /*copy=*/true));
+    main_.push_back(model_.back().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true));
     std::vector<at::Tensor> st;
     for (const StateKey& k : SchemaOf(static_cast<int>(i)).keys)
-      st.push_back(at::zeros(p.shape, at::TensorOptions().dtype(k.dtype)));
+      st.push_back(at::zeros(p.shape, at::TensorOptions().dtype(k.dtype).device(device_)));
     state_.push_back(std::move(st));
   }
 }
@@ -71,7 +77,7 @@ void ReferenceOptimizer::Step(const std::vector<at::Tensor>& grads_in) {
     if (grads_in[i].scalar_type() != at::kFloat || grads_in[i].sizes().vec() != params_[i].shape)
       throw Error("reference optimizer: grad of " + params_[i].name +
                   " must be fp32 in model shape");
-    grads.push_back(grads_in[i]);
+    grads.push_back(grads_in[i].to(device_));
   }
   // Clip with the fp64 global norm.
   last_grad_norm_ = GlobalGradNorm(grads);
@@ -101,11 +107,11 @@ StateDict ReferenceOptimizer::GetStateDict() const {
   sd.groups = GroupRecords(children_, params_);
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& n = params_[i].name;
-    sd.tensors[ParamKey(n)] = model_[i].clone();
-    if (model_dtype_ != at::kFloat) sd.tensors[MainParamKey(n)] = main_[i].clone();
+    sd.tensors[ParamKey(n)] = HostCopy(model_[i]);
+    if (model_dtype_ != at::kFloat) sd.tensors[MainParamKey(n)] = HostCopy(main_[i]);
     const StateSchema& schema = SchemaOf(static_cast<int>(i));
     for (size_t k = 0; k < schema.keys.size(); ++k)
-      sd.tensors[StateTensorKey(schema.keys[k].name, n)] = state_[i][k].clone();
+      sd.tensors[StateTensorKey(schema.keys[k].name, n)] = HostCopy(state_[i][k]);
   }
   return sd;
 }
@@ -192,12 +198,13 @@ void ReferenceOptimizer::LoadStateDict(const StateDict& sd) {
   // Everything checked: now change state.
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& n = params_[i].name;
-    model_[i] = sd.tensors.at(ParamKey(n)).clone();
-    main_[i] =
-        model_dtype_ == at::kFloat ? model_[i].clone() : sd.tensors.at(MainParamKey(n)).clone();
+    auto on_device = [&](const at::Tensor& t) { return t.to(device_, false, /*copy=*/true); };
+    model_[i] = on_device(sd.tensors.at(ParamKey(n)));
+    main_[i] = model_dtype_ == at::kFloat ? model_[i].clone()
+                                          : on_device(sd.tensors.at(MainParamKey(n)));
     const StateSchema& schema = SchemaOf(static_cast<int>(i));
     for (size_t k = 0; k < schema.keys.size(); ++k)
-      state_[i][k] = sd.tensors.at(StateTensorKey(schema.keys[k].name, n)).clone();
+      state_[i][k] = on_device(sd.tensors.at(StateTensorKey(schema.keys[k].name, n)));
   }
   step_ = sd.step;
 }

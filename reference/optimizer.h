@@ -30,12 +30,14 @@ double GlobalGradNorm(const std::vector<at::Tensor>& grads);
 class ReferenceOptimizer {
  public:
   // `initial` holds one tensor per param in model shape and model dtype
-  // (fp32 or bf16; all the same). Throws Error on a mismatch.
+  // (fp32 or bf16; all the same), on any device; they are copied to
+  // `device`. Throws Error on a mismatch.
   ReferenceOptimizer(OptimizerSetup setup, std::vector<ParamInfo> params,
-                     const std::vector<at::Tensor>& initial);
+                     const std::vector<at::Tensor>& initial, at::Device device = at::kCPU);
 
-  // One step on the global fp32 gradients (one per param, model shape).
-  // Clips first when setup.max_grad_norm > 0. Grads are not modified.
+  // One step on the global fp32 gradients (one per param, model shape, any
+  // device: copied to this optimizer's). Clips first when
+  // setup.max_grad_norm > 0. Grads are not modified.
   void Step(const std::vector<at::Tensor>& grads);
 
   int64_t step() const { return step_; }
@@ -47,16 +49,18 @@ class ReferenceOptimizer {
   const std::vector<ChildOptimizer>& children() const { return children_; }
   const std::vector<ParamGroup>& groups() const { return groups_; }
   c10::ScalarType model_dtype() const { return model_dtype_; }
+  at::Device device() const { return device_; }
   // The child that owns param `i` and its schema.
   int ChildOf(int i) const { return child_of_[static_cast<size_t>(i)]; }
   const StateSchema& SchemaOf(int i) const { return children_[ChildOf(i)].schema; }
 
+  // On device().
   const std::vector<at::Tensor>& model_params() const { return model_; }
   const std::vector<at::Tensor>& main_params() const { return main_; }
   // State tensor `key` of param `i`; throws Error if the owner's schema has no `key`.
   const at::Tensor& State(int i, const std::string& key) const;
 
-  // A copy of everything needed to continue the run bit for bit.
+  // A host copy of everything needed to continue the run bit for bit.
   StateDict GetStateDict() const;
   // Validates names, keys, shapes, dtypes, optimizer and groups first; on any
   // mismatch throws Error (naming missing and unexpected keys) and leaves the
@@ -71,6 +75,7 @@ class ReferenceOptimizer {
   std::vector<int> child_of_;
   std::vector<double> wd_mult_;
   c10::ScalarType model_dtype_;
+  at::Device device_;
   std::vector<at::Tensor> model_;  // model shape, model dtype
   std::vector<at::Tensor> main_;   // model shape, fp32
   // state_[i][k]: param i, key k of its owner's schema; model shape, schema dtype.

@@ -1,5 +1,8 @@
 // The NCCL backend (compiled only with SHARDCHECK_HAVE_NCCL; see
 // cmake/nccl.cmake). Host code only: the CUDA runtime API and NCCL's C API.
+// Tensors on this rank's device move directly; host tensors (the harness's
+// verdicts, names and checkpoint gathers) are staged through the device
+// and copied back.
 // The communicator is non-blocking (ncclConfig_t::blocking = 0) so that
 // connecting and every collective can be bounded by a timeout: we poll
 // ncclCommGetAsyncError and cudaStreamQuery, and ncclCommAbort on expiry.
@@ -58,7 +61,6 @@ bool ReduceType(at::ScalarType t, ncclDataType_t* out) {
 
 int64_t NumBytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
-at::Tensor Dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 void CopyBack(const at::Tensor& dense, at::Tensor& t) {
   if (!dense.is_same(t)) t.copy_(dense);
 }
@@ -95,8 +97,6 @@ class NcclCommunicator final : public Communicator {
     failure_.Check("reduce_scatter", input.numel() == n * size() && input.dtype() == output.dtype(),
                    "input has " + std::to_string(input.numel()) + " elements, expected size x " +
                        "output = " + std::to_string(n * size()) + " of the same dtype");
-    CheckCuda("reduce_scatter", input);
-    CheckCuda("reduce_scatter", output);
     ncclDataType_t type;
     failure_.Check("reduce_scatter", ReduceType(input.scalar_type(), &type),
                    std::string("NCCL cannot add ") + c10::toString(input.scalar_type()));
@@ -115,8 +115,6 @@ class NcclCommunicator final : public Communicator {
                    output.numel() == input.numel() * size() && input.dtype() == output.dtype(),
                    "output has " + std::to_string(output.numel()) + " elements, expected size x " +
                        "input = " + std::to_string(input.numel() * size()) + " of the same dtype");
-    CheckCuda("all_gather", input);
-    CheckCuda("all_gather", output);
     if (input.numel() == 0) return;
     at::Tensor in = Dense(input);
     at::Tensor out = Dense(output);
@@ -129,7 +127,6 @@ class NcclCommunicator final : public Communicator {
   }
 
   void AllReduce(at::Tensor& tensor, ReduceOp op) override {
-    CheckCuda("all_reduce", tensor);
     ncclDataType_t type;
     failure_.Check("all_reduce", ReduceType(tensor.scalar_type(), &type),
                    std::string("NCCL cannot reduce ") + c10::toString(tensor.scalar_type()));
@@ -144,7 +141,6 @@ class NcclCommunicator final : public Communicator {
 
   void Broadcast(at::Tensor& tensor, int root) override {
     CheckRoot("broadcast", root);
-    CheckCuda("broadcast", tensor);
     if (tensor.numel() == 0) return;
     at::Tensor dense = Dense(tensor);
     Run("broadcast", [&] {
@@ -163,7 +159,6 @@ class NcclCommunicator final : public Communicator {
 
   std::vector<at::Tensor> Gather(const at::Tensor& tensor, int root) override {
     CheckRoot("gather", root);
-    CheckCuda("gather", tensor);
     // Emulation: NCCL has no gather; all-gather the bytes and keep them on
     // root only (exact: bytes are moved, never converted; costs size x the
     // memory and traffic of a true gather on non-root ranks).
@@ -249,10 +244,13 @@ class NcclCommunicator final : public Communicator {
     if (r != ncclSuccess) failure_.Throw(op, NcclText(r));
   }
 
-  void CheckCuda(const char* op, const at::Tensor& t) const {
-    failure_.Check(
-        op, t.is_cuda(),
-        std::string("the nccl backend needs CUDA tensors, got one on ") + t.device().str());
+  // t itself when it is a contiguous tensor on this communicator's device
+  // (the optimizer's buffers: no copy); else a contiguous copy there (host
+  // tensors: the harness's small messages, staged through the device).
+  at::Tensor Dense(const at::Tensor& t) const {
+    const at::Device here(at::kCUDA, static_cast<c10::DeviceIndex>(device_));
+    if (t.device() == here) return t.is_contiguous() ? t : t.contiguous();
+    return t.to(here, /*non_blocking=*/false, /*copy=*/true).contiguous();
   }
   void CheckRoot(const char* op, int root) const {
     failure_.Check(op, root >= 0 && root < size(),

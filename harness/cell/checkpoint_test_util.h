@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <stdexcept>
 #include <filesystem>
 #include <string>
 
@@ -35,11 +37,12 @@ inline TrainOptions CheckpointRun(const std::string& setup, c10::ScalarType dtyp
 // A fresh folder under the temp dir, removed by the destructor.
 class TempDir {
  public:
+  // A fresh folder (mkdtemp): never one a killed earlier run left behind.
   TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("shardcheck_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
+    std::string pattern = (std::filesystem::temp_directory_path() / "shardcheck_ckpt_XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("mkdtemp failed for " + pattern);
+    path_ = pattern;
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
   std::string Sub(const std::string& name) const { return (path_ / name).string(); }

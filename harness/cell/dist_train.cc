@@ -144,12 +144,13 @@ class DistributedRun {
       source_ = own_source_.get();
     }
     opt_ = std::make_unique<DistributedOptimizer>(run.setup, source_->spec().params, run.dtype,
-                                                  comm_, DistOptions{opts_.bucket_size});
+                                                  comm_, DistOptions{opts_.bucket_size, run.device});
     opt_->SetParams(source_->InitialParams(run.dtype));
     if (opts_.compare_reference) {
       ref_ = opts_.reference;
       if (!ref_) {
-        own_reference_ = RunReferenceTrajectory(*source_, run.setup, run.dtype, run.steps, m);
+        own_reference_ =
+            RunReferenceTrajectory(*source_, run.setup, run.dtype, run.steps, m, run.device);
         ref_ = &own_reference_;
       }
       if (ref_->steps() < run.steps)
@@ -170,7 +171,7 @@ class DistributedRun {
       OptimizerSetup adopted = opts_.run.setup;
       adopted.lr_schedule = opt_->lr_schedule();
       own_reference_ = RunReferenceTrajectory(*source_, adopted, opts_.run.dtype, opts_.run.steps,
-                                              opts_.run.micro_batches);
+                                              opts_.run.micro_batches, opts_.run.device);
     }
     if (log_)
       *log_ << "loaded " << opts_.load_dir << " at step " << opt_->step() << " (dp " << comm_.size()
@@ -194,7 +195,7 @@ class DistributedRun {
     const std::vector<ParamInfo>& params = source_->spec().params;
     std::vector<at::Tensor> model_params(params.size()), grads;
     for (size_t i = 0; i < params.size(); ++i)
-      model_params[i] = opt_->ModelParam(static_cast<int>(i));
+      model_params[i] = opt_->ModelParam(static_cast<int>(i)).cpu();  // sources compute on the host
     const double local_loss =
         source_->RankGrads(model_params, s, rank * m / dp, (rank + 1) * m / dp, m, grads);
     opt_->ZeroGrad();

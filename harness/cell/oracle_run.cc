@@ -43,7 +43,7 @@ double UpdateNorm(const std::vector<at::Tensor>& before, const std::vector<at::T
 ReferenceOptimizer RunReferenceOnOracle(const OracleRunOptions& opts, const StepCallback& on_step) {
   opts.Validate();
   ReferenceOptimizer opt(opts.setup, opts.model.params,
-                         InitialParams(opts.model, opts.seed, opts.dtype));
+                         InitialParams(opts.model, opts.seed, opts.dtype), opts.device);
   for (int s = 1; s <= opts.steps; ++s) {
     std::vector<at::Tensor> before = opt.main_params();
     opt.Step(GlobalGrads(opts.model, opts.seed, static_cast<uint64_t>(s), opts.micro_batches));

@@ -21,6 +21,9 @@ struct OracleRunOptions {
   uint64_t seed = 1234;
   c10::ScalarType dtype = at::kFloat;  // model param dtype: fp32 or bf16
   int micro_batches = kDefaultMicroBatches;
+  // Where the optimizer's tensors live (the oracle computes on the host and
+  // its gradients are copied there).
+  at::Device device = at::kCPU;
 
   // Throws Error naming the first invalid option (e.g. a whole-param kind
   // that needs 2-D params on a model without a 2-D hidden weight).

@@ -7,15 +7,22 @@
 
 namespace shardcheck {
 
+std::vector<at::Tensor> HostCopies(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& t : tensors) out.push_back(t.is_cpu() ? t : t.cpu());
+  return out;
+}
+
 ReferenceTrajectory RunReferenceTrajectory(const GradSource& source, const OptimizerSetup& setup,
-                                           c10::ScalarType dtype, int steps, int micro_batches) {
-  ReferenceOptimizer opt(setup, source.spec().params, source.InitialParams(dtype));
+                                           c10::ScalarType dtype, int steps, int micro_batches,
+                                           at::Device device) {
+  ReferenceOptimizer opt(setup, source.spec().params, source.InitialParams(dtype), device);
   ReferenceTrajectory t;
   t.snapshots.push_back(opt.GetStateDict());
   std::vector<at::Tensor> grads;
   for (int s = 1; s <= steps; ++s) {
     const double loss_sum =
-        source.RankGrads(opt.model_params(), s, 0, micro_batches, micro_batches, grads);
+        source.RankGrads(HostCopies(opt.model_params()), s, 0, micro_batches, micro_batches, grads);
     opt.Step(grads);
     t.loss.push_back(source.has_loss() ? loss_sum / micro_batches
                                        : std::numeric_limits<double>::quiet_NaN());

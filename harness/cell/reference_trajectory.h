@@ -25,8 +25,15 @@ struct ReferenceTrajectory {
   int64_t steps() const { return static_cast<int64_t>(loss.size()); }
 };
 
-// Runs the reference for `steps` steps. Throws Error on invalid setups.
+// The tensors themselves where on the host, else host copies (gradient
+// sources compute on the host).
+std::vector<at::Tensor> HostCopies(const std::vector<at::Tensor>& tensors);
+
+// Runs the reference for `steps` steps on `device` (the gradient source
+// computes on the host; snapshots are host copies). Throws Error on invalid
+// setups.
 ReferenceTrajectory RunReferenceTrajectory(const GradSource& source, const OptimizerSetup& setup,
-                                           c10::ScalarType dtype, int steps, int micro_batches);
+                                           c10::ScalarType dtype, int steps, int micro_batches,
+                                           at::Device device = at::kCPU);
 
 }  // namespace shardcheck

@@ -9,13 +9,16 @@ namespace shardcheck {
 ThreadRun RunTrainOnThreads(const TrainOptions& opts, int dp, std::chrono::milliseconds timeout) {
   ThreadRun out;
   std::mutex mu;
-  const auto errors = RunRanksInProcess(dp, timeout, [&](Communicator& comm) {
+  auto body = [&](Communicator& comm) {
     TrainResult r = RunDistributed(opts, comm, nullptr);
     if (comm.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
       out.root = std::move(r);
     }
-  });
+  };
+  // Device tensors of every rank on one GPU: the in-process double of NCCL.
+  const auto errors = opts.run.device.is_cuda() ? RunLocalRanksInProcess(dp, timeout, body)
+                                                : RunRanksInProcess(dp, timeout, body);
   for (size_t r = 0; r < errors.size(); ++r) {
     if (!errors[r]) continue;
     try {

@@ -1,7 +1,10 @@
 // Ranks as threads: runs one distributed oracle run with every DP rank on
 // its own thread of this process, over one Gloo group that meets through an
 // in-memory store. Much cheaper than processes for large test matrices;
-// `shardcheck launch` stays the real path.
+// `shardcheck launch` stays the real path. With opts.run.device on CUDA,
+// every rank's tensors share that one GPU and the ranks talk through the
+// in-process communicator (distributed/communicator_local.h), the test
+// double of NCCL: NCCL refuses two ranks on one GPU.
 #pragma once
 
 #include <chrono>

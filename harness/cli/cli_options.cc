@@ -1,5 +1,8 @@
 #include "harness/cli/cli_options.h"
 
+#include "distributed/rendezvous.h"
+
+#include "spec/device.h"
 #include "spec/error.h"
 #include "spec/registry.h"
 #include "spec/schema.h"
@@ -60,6 +63,10 @@ void OracleCliOptions::Register(CLI::App* app, bool optimizer_required) {
   app->add_option("--seed", seed, "oracle seed")->capture_default_str();
   app->add_option("--dtype", dtype, "model param dtype: fp32 | bf16 (main params are fp32)")
       ->capture_default_str();
+  app->add_option("--device", device,
+                  "where the optimizer's tensors live: cpu | cuda (cuda:LOCAL_RANK) | auto (cuda "
+                  "when a GPU is visible); checkpoints and comparisons go through host copies")
+      ->capture_default_str();
   app->add_option("--micro-batches", micro_batches,
                   "global micro-batches M per step (1..32; DP size must divide it)")
       ->capture_default_str();
@@ -110,6 +117,7 @@ OracleRunOptions OracleCliOptions::Resolve() const {
   o.seed = seed;
   o.dtype = ParseDtype(dtype);
   o.micro_batches = micro_batches;
+  o.device = ResolveDevice(ParseDeviceKind(device), DistEnvFromEnvironment().local_rank);
   o.Validate();
   return o;
 }

@@ -22,6 +22,7 @@ struct OracleCliOptions {
   uint64_t seed = 1234;
   std::string dtype = "fp32";
   int micro_batches = kDefaultMicroBatches;
+  std::string device = "cpu";  // cpu | cuda | auto (cuda:LOCAL_RANK)
   // The optimizer as asked for: name, scalar optimizer, hyperparameters,
   // clipping, lr schedule (SetupRequest says where each goes).
   SetupRequest setup;
@@ -29,7 +30,8 @@ struct OracleCliOptions {
   // Registers every option on `app`. `optimizer_required`: --optimizer must
   // be given. The object must outlive parsing (flags write into it).
   void Register(CLI::App* app, bool optimizer_required = true);
-  // Resolves defaults and overrides into a validated run. Throws Error.
+  // Resolves defaults and overrides into a validated run; the device is
+  // this process's (cuda:LOCAL_RANK under a launcher). Throws Error.
   OracleRunOptions Resolve() const;
 };
 

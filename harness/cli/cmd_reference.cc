@@ -31,7 +31,8 @@ void AddReferenceCommand(CLI::App& app, std::function<int()>& action) {
       WriteFinalState(*out + "/final.safetensors", opt.GetStateDict());
       WriteJsonFile(*out + "/config.json", RunConfigJson(run, opt.step()));
       std::cout << "reference " << run.setup.name << " on " << run.model.name << " ("
-                << DtypeName(run.dtype) << "), " << opt.step() << " steps: wrote " << *out
+                << DtypeName(run.dtype) << ") on " << run.device.str() << ", " << opt.step()
+                << " steps: wrote " << *out
                 << "/final.safetensors and " << *out << "/config.json\n";
       return 0;
     };

@@ -11,6 +11,7 @@
 #include "harness/cell/run_files.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/cli_options.h"
+#include "spec/device.h"
 #include "spec/error.h"
 
 namespace shardcheck {
@@ -45,7 +46,7 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
   auto out = std::make_shared<std::string>();
   auto bucket_size = std::make_shared<int64_t>(0);
   auto compare = std::make_shared<bool>(false);
-  auto backend = std::make_shared<std::string>("gloo");
+  auto backend = std::make_shared<std::string>("auto");
   auto timeout_s = std::make_shared<double>(120.0);
   auto threads = std::make_shared<int>(1);
   auto save_at = std::make_shared<int>(0);
@@ -81,7 +82,7 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_flag("--compare-reference", *compare,
                 "run the reference beside it and compare bytewise after every step");
-  cmd->add_option("--backend", *backend, "gloo | nccl | auto")->capture_default_str();
+  cmd->add_option("--backend", *backend, "gloo | nccl | auto (the device's: nccl on cuda, gloo on cpu)")->capture_default_str();
   cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
   cmd->add_option("--threads", *threads, "libtorch intra-op threads per rank")
       ->capture_default_str();
@@ -114,13 +115,15 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
       if (*checkpoint_schedule)
         t.load_options.lr_schedule = LoadOptions::LrScheduleChoice::kCheckpoint;
       const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
-      std::unique_ptr<Communicator> comm = ConnectFromEnvironment(*backend, timeout);
+      std::unique_ptr<Communicator> comm =
+          ConnectFromEnvironment(BackendFor(t.run.device, *backend), timeout);
       const bool root = comm->rank() == 0;
       if (root) {
         std::filesystem::create_directories(*out);
         std::cout << "train " << t.run.setup.name << " on " << t.run.model.name << " ("
                   << DtypeName(t.run.dtype) << "), dp " << comm->size() << ", backend "
-                  << comm->backend() << ", " << t.run.steps << " steps\n";
+                  << comm->backend() << ", device " << t.run.device.str() << ", " << t.run.steps
+                  << " steps\n";
       }
       TrainResult r = RunDistributed(t, *comm, root ? &std::cout : nullptr);
       if (root) {

@@ -1,5 +1,8 @@
 // Tensor ops the reference needs correctly rounded, where ATen's own may
-// not be on every libtorch: every op of docs/optimizers.md is one IEEE op.
+// not be on every libtorch or device: every op of docs/optimizers.md is one
+// IEEE op. The other ops the references use are exact on both devices as
+// they stand: tensor * scalar and tensor + scalar (one rounding in fp32),
+// tensor - tensor, sign (0 for 0 on both), and the RNE cast to bf16.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,6 +17,14 @@ namespace shardcheck {
 // result cannot round to the wrong float (0 of the same 20,000 wrong).
 inline at::Tensor CorrectlyRoundedSqrt(const at::Tensor& t) {
   return t.to(at::kDouble).sqrt().to(t.scalar_type());
+}
+
+// t / d as IEEE division on every device. ATen's CUDA `tensor / scalar`
+// multiplies by the scalar's reciprocal, which is not division (it differs
+// in the last bit for many divisors); a 0-dim tensor on t's device makes it
+// a tensor-tensor division, which CUDA and the CPU both do exactly.
+inline at::Tensor Divide(const at::Tensor& t, float d) {
+  return t / at::scalar_tensor(d, t.options());
 }
 
 }  // namespace shardcheck
