@@ -96,7 +96,8 @@ int Main(int argc, char** argv) {
                             nullptr),
             "cudaMemcpyAsync");
     });
-    const double kernel_gbps = bytes / kernel_ms / 1e6, copy_gbps = 2.0 * copy_bytes / copy_ms / 1e6;
+    const double kernel_gbps = bytes / kernel_ms / 1e6,
+                 copy_gbps = 2.0 * copy_bytes / copy_ms / 1e6;
     std::printf(
         "{\"kind\": \"%s\", \"numel\": %lld, \"kernel_ms\": %.4f, \"kernel_gbps\": %.1f, "
         "\"copy_ms\": %.4f, \"copy_gbps\": %.1f, \"fraction_of_copy\": %.3f}\n",

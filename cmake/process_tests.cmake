@@ -22,6 +22,14 @@ file(WRITE ${CMAKE_BINARY_DIR}/scenario_tests_include.cmake
   "if(EXISTS \"${scenario_tests_file}\")\n  include(\"${scenario_tests_file}\")\nelse()\n  add_test(scenario_tests_not_built false)\nendif()\n")
 set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${CMAKE_BINARY_DIR}/scenario_tests_include.cmake)
 
+# A cell's ranks as processes through the launcher (the GPU cells' path, on
+# Gloo here), and GPU cells skipped when a node has too few GPUs.
+add_test(NAME run.cells_as_processes
+  COMMAND /bin/sh ${PROJECT_SOURCE_DIR}/harness/matrix/cell_processes_test.sh $<TARGET_FILE:shardcheck>
+          ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/test-out/cells_as_processes)
+set_tests_properties(run.cells_as_processes PROPERTIES LABELS "distributed;checkpoint" TIMEOUT 300
+  PROCESSORS 2)
+
 # End to end through real rank processes: the distributed final state equals
 # the reference's file; an export after a DP change equals the reference.
 add_test(NAME distributed.final_equals_reference

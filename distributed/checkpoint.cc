@@ -83,7 +83,9 @@ std::vector<std::string> GatherStrings(Communicator& comm, const std::string& s,
 
 // A host copy of an optimizer tensor (on the CPU or a GPU): checkpoints are
 // written from host memory.
-at::Tensor HostCopy(const at::Tensor& t) { return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true); }
+at::Tensor HostCopy(const at::Tensor& t) {
+  return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+}
 
 // This rank's shard of bucket b (gaps and padding zero) for kind index ki
 // (0: main param, else state key ki-1).

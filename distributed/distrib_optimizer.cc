@@ -86,7 +86,8 @@ void DistributedOptimizer::BuildLayerWise() {
     lw.model = at::zeros(p.shape, On(model_dtype_));
     if (lw.owner == comm_.rank()) {
       lw.main = at::zeros(p.shape, On(at::kFloat));
-      for (const StateKey& k : child.schema.keys) lw.state.push_back(at::zeros(p.shape, On(k.dtype)));
+      for (const StateKey& k : child.schema.keys)
+        lw.state.push_back(at::zeros(p.shape, On(k.dtype)));
     }
     offset += p.Numel();
     lw_owner_.push_back({i, lw.owner});
@@ -223,8 +224,9 @@ void DistributedOptimizer::Run(const ElementwiseKernel& kernel, const ScalarBloc
                                const ElementwiseSpan& span) const {
   if (!device_.is_cuda()) return kernel.run_cpu(scalars, span);
   if (kernel.run_cuda == nullptr)
-    throw Error("distributed optimizer: " + children_[static_cast<size_t>(sharded_child_)].config.kind() +
-                " has no CUDA kernel in this build (build the cuda preset, docs/gpu.md)");
+    throw Error(
+        "distributed optimizer: " + children_[static_cast<size_t>(sharded_child_)].config.kind() +
+        " has no CUDA kernel in this build (build the cuda preset, docs/gpu.md)");
   const c10::DeviceGuard on_device(device_);  // the launch goes to the current device
   kernel.run_cuda(scalars, span, /*stream=*/nullptr);
 }

@@ -22,8 +22,8 @@
 #include "distributed/communicator.h"
 #include "distributed/layout.h"
 #include "spec/config.h"
-#include "spec/lr_schedule.h"
 #include "spec/kernel_interface.h"
+#include "spec/lr_schedule.h"
 #include "spec/params.h"
 #include "spec/routing.h"
 

@@ -13,7 +13,7 @@
 #include "spec/registry.h"
 #include "testing/oracle.h"
 
-#ifdef SHARDCHECK_HAVE_CUDA
+#ifdef SHARDCHECK_BUILT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
@@ -27,7 +27,7 @@ std::vector<std::string> ElementwiseKinds() {
   return out;
 }
 
-#ifdef SHARDCHECK_HAVE_CUDA
+#ifdef SHARDCHECK_BUILT_WITH_CUDA
 int64_t Numel() {
   const char* env = std::getenv("SHARDCHECK_GPU_TEST_NUMEL");
   return env ? std::atoll(env) : (int64_t{1} << 20) + 3;
@@ -43,7 +43,7 @@ bool SameBytes(const at::Tensor& a, const at::Tensor& b) {
 class CudaKernel : public testing::TestWithParam<std::string> {};
 
 TEST_P(CudaKernel, BitwiseEqualToTheCpuLoop) {
-#ifndef SHARDCHECK_HAVE_CUDA
+#ifndef SHARDCHECK_BUILT_WITH_CUDA
   GTEST_SKIP() << "shardcheck was built without CUDA (the default build): build the cuda preset "
                   "(ci/setup-cuda)";
 #else

@@ -11,7 +11,9 @@ namespace shardcheck {
 
 namespace {
 
-at::Tensor HostCopy(const at::Tensor& t) { return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true); }
+at::Tensor HostCopy(const at::Tensor& t) {
+  return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+}
 
 }  // namespace
 
@@ -200,8 +202,8 @@ void ReferenceOptimizer::LoadStateDict(const StateDict& sd) {
     const std::string& n = params_[i].name;
     auto on_device = [&](const at::Tensor& t) { return t.to(device_, false, /*copy=*/true); };
     model_[i] = on_device(sd.tensors.at(ParamKey(n)));
-    main_[i] = model_dtype_ == at::kFloat ? model_[i].clone()
-                                          : on_device(sd.tensors.at(MainParamKey(n)));
+    main_[i] =
+        model_dtype_ == at::kFloat ? model_[i].clone() : on_device(sd.tensors.at(MainParamKey(n)));
     const StateSchema& schema = SchemaOf(static_cast<int>(i));
     for (size_t k = 0; k < schema.keys.size(); ++k)
       state_[i][k] = on_device(sd.tensors.at(StateTensorKey(schema.keys[k].name, n)));

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 RESULTS_FORMAT = "shardcheck-results/1"
 CELL_FORMAT = "shardcheck-cell-result/1"
-VERDICTS = ("pass", "fail", "error")
+VERDICTS = ("pass", "fail", "error", "skipped")
 # A check that could not apply (e.g. a loss check on an oracle model) may say "n/a".
 CHECK_VERDICTS = ("pass", "fail", "n/a")
 DIFF_SERIES = ("max_abs", "max_rel", "max_ulp", "mismatches")
@@ -219,7 +219,7 @@ def load_results(results_dir: str) -> Results:
         verdict = _verdict(ck, entry, where)
         entry["first_failure"] = _first_failure(ck, entry, where)
         result_path = os.path.join(results_dir, cdir, "result.json")
-        if verdict == "error" and not os.path.exists(result_path):
+        if verdict in ("error", "skipped") and not os.path.exists(result_path):
             result = None
         else:
             result = load_cell(result_path, cid)
@@ -241,7 +241,7 @@ def load_cell(path: str, expected_id: str) -> Dict[str, Any]:
     if cid != expected_id:
         ck.fail("id", f"is {cid!r} but results.json lists this folder as {expected_id!r}")
     verdict = _verdict(ck, cell, "")
-    is_error = verdict == "error"
+    is_error = verdict in ("error", "skipped")  # neither ran: no runs, checks or series
     ck.field(cell, "error", "", "str", required=False)
     ck.field(cell, "wall_s", "", "num", required=False)
     cell["scenario"] = ck.field(cell, "scenario", "", "obj", required=False) or {}
@@ -366,7 +366,7 @@ def _consistency_warnings(agg: dict, cells: List[Cell]) -> List[str]:
         if said != seen:
             out.append("results.json counts (cells/passed/failed/errored) say %d/%d/%d/%d but the cells "
                        "list has %d/%d/%d/%d" % (said + seen))
-    overall = "pass" if all(c.verdict == "pass" for c in cells) else "fail"
+    overall = "pass" if all(c.verdict in ("pass", "skipped") for c in cells) else "fail"
     if agg["verdict"] != overall:
         out.append(f"results.json verdict is {agg['verdict']!r} but its cells make it {overall!r}")
     for c in cells:
@@ -381,4 +381,5 @@ def counts_of(results: Results) -> Dict[str, int]:
     return {"cells": len(results.cells),
             "passed": sum(1 for c in results.cells if c.verdict == "pass"),
             "failed": sum(1 for c in results.cells if c.verdict == "fail"),
-            "errored": sum(1 for c in results.cells if c.verdict == "error")}
+            "errored": sum(1 for c in results.cells if c.verdict == "error"),
+            "skipped": sum(1 for c in results.cells if c.verdict == "skipped")}

@@ -22,7 +22,7 @@ SHARDING_ORDER = ("dp_reshardable", "fully_reshardable", "dp_zero_gather_scatter
 CHIP_DIMS = (("dtype", "{}"), ("model", "{}"), ("save_at", "save@{}"), ("steps", "{} steps"),
              ("scenario", "{}"))
 SEVERITY = {"pass": 0, "error": 1, "fail": 2}
-SYMBOL = {"pass": "✅", "fail": "❌", "error": "⚠️"}
+SYMBOL = {"pass": "✅", "fail": "❌", "error": "⚠️", "skipped": "⏭️"}
 
 Row = Tuple[str, str]
 Column = Tuple[int, object]

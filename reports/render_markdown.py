@@ -85,7 +85,9 @@ def render(results: Results, baseline: Optional[Results] = None, html_link: str 
             f"backend {cell_text(env.get('backend'), 30)} · libtorch {cell_text(env.get('libtorch'), 30)} · "
             f"host {cell_text(env.get('host'), 60)}", "",
             f"**{counts['cells']} cells: {counts['passed']} passed, {counts['failed']} failed, "
-            f"{counts['errored']} errored**" + (f" · scenarios: {scenarios}" if scenarios else ""), ""]
+            f"{counts['errored']} errored"
+            + (f", {counts['skipped']} skipped" if counts.get("skipped") else "") + "**"
+            + (f" · scenarios: {scenarios}" if scenarios else ""), ""]
     for w in results.warnings[:5]:
         head += [f"> ⚠️ {cell_text(w, 400)}", ""]
     tail = ["", f"Full report with plots and per-tensor tables: [{cell_text(html_link, 300)}]({html_link})", ""]

@@ -167,7 +167,9 @@ def first_failure(cell: Cell) -> Optional[dict]:
     if cell.entry.get("first_failure"):
         return cell.entry["first_failure"]
     if r:
-        for check in r["checks"]:
+        if r.get("skipped"):
+            return {"check": None, "step": None, "tensor": None, "detail": "skipped: " + r["skipped"]}
+        for check in r.get("checks", []):
             if check["verdict"] == "fail":
                 return {"check": check["name"], "step": check.get("first_failing_step"),
                         "tensor": check.get("first_failing_tensor"), "detail": check.get("detail")}

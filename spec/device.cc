@@ -25,23 +25,24 @@ std::string DeviceKindName(DeviceKind kind) {
 
 bool CudaUsable() { return at::hasCUDA() && at::getNumGPUs() > 0; }
 
-int CudaIndexFor(int local_rank) {
-  return at::hasCUDA() && at::getNumGPUs() == 1 ? 0 : local_rank;
-}
+int CudaIndexFor(int local_rank) { return at::hasCUDA() && at::getNumGPUs() == 1 ? 0 : local_rank; }
 
 at::Device ResolveDevice(DeviceKind kind, int local_rank) {
   if (kind == DeviceKind::kCpu || (kind == DeviceKind::kAuto && !CudaUsable()))
     return at::Device(at::kCPU);
+#ifndef SHARDCHECK_BUILT_WITH_CUDA
+  throw Error(
+      "--device cuda: this shardcheck has no CUDA (the default build is CPU only; build the cuda "
+      "preset with ci/setup-cuda, docs/gpu.md)");
+#endif
   if (!at::hasCUDA())
-    throw Error(
-        "--device cuda: this shardcheck has no CUDA (the default build is CPU only; build the "
-        "cuda preset with ci/setup-cuda, docs/gpu.md)");
+    throw Error("--device cuda: no CUDA driver or device is visible on this machine");
   const int visible = static_cast<int>(at::getNumGPUs());
   if (visible == 0) throw Error("--device cuda: no CUDA device is visible on this machine");
   const int index = CudaIndexFor(local_rank);
   if (index < 0 || index >= visible)
-    throw Error("--device cuda: local rank " + std::to_string(local_rank) + " needs cuda:" +
-                std::to_string(local_rank) + ", but " + std::to_string(visible) +
+    throw Error("--device cuda: local rank " + std::to_string(local_rank) +
+                " needs cuda:" + std::to_string(local_rank) + ", but " + std::to_string(visible) +
                 " device(s) are visible (one GPU per rank: NCCL refuses two ranks on one GPU)");
   // Newton-Schulz's fp32 matmuls must be fp32 on cuBLAS too: TF32 would
   // round their inputs to 10 mantissa bits.

@@ -25,11 +25,10 @@ bool CudaUsable();
 int CudaIndexFor(int local_rank);
 
 // The device of a rank with local rank `local_rank`: cpu, or
-// cuda:CudaIndexFor(local_rank) (kAuto: cuda when CudaUsable(), else cpu). Throws Error when cuda is
-// asked for and is not usable (built without CUDA, or no device visible),
-// or when local_rank is not a visible device (NCCL refuses two ranks on one
-// GPU, so each rank needs its own). Resolving a CUDA device turns cuBLAS's
-// TF32 off for the process (fp32 matmuls stay fp32).
+// cuda:CudaIndexFor(local_rank) (kAuto: cuda when CudaUsable(), else cpu). Throws Error when cuda
+// is asked for and is not usable (built without CUDA, or no device visible), or when local_rank is
+// not a visible device (NCCL refuses two ranks on one GPU, so each rank needs its own). Resolving a
+// CUDA device turns cuBLAS's TF32 off for the process (fp32 matmuls stay fp32).
 at::Device ResolveDevice(DeviceKind kind, int local_rank = 0);
 
 // The communicator backend that goes with a device: "nccl" for CUDA, "gloo"

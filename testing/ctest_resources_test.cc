@@ -11,9 +11,9 @@ namespace {
 class CtestResources : public testing::Test {
  protected:
   void TearDown() override {
-    for (const char* v : {"CTEST_RESOURCE_GROUP_COUNT", "CTEST_RESOURCE_GROUP_0",
-                          "CTEST_RESOURCE_GROUP_0_GPUS", "CTEST_RESOURCE_GROUP_1",
-                          "CTEST_RESOURCE_GROUP_1_GPUS"})
+    for (const char* v :
+         {"CTEST_RESOURCE_GROUP_COUNT", "CTEST_RESOURCE_GROUP_0", "CTEST_RESOURCE_GROUP_0_GPUS",
+          "CTEST_RESOURCE_GROUP_1", "CTEST_RESOURCE_GROUP_1_GPUS"})
       unsetenv(v);
   }
 };

@@ -7,8 +7,8 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <stdexcept>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "harness/cell/thread_ranks.h"
@@ -39,7 +39,8 @@ class TempDir {
  public:
   // A fresh folder (mkdtemp): never one a killed earlier run left behind.
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "shardcheck_ckpt_XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "shardcheck_ckpt_XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr)
       throw std::runtime_error("mkdtemp failed for " + pattern);
     path_ = pattern;

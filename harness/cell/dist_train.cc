@@ -143,8 +143,9 @@ class DistributedRun {
       own_source_ = MakeOracleSource(run.model, run.seed);
       source_ = own_source_.get();
     }
-    opt_ = std::make_unique<DistributedOptimizer>(run.setup, source_->spec().params, run.dtype,
-                                                  comm_, DistOptions{opts_.bucket_size, run.device});
+    opt_ =
+        std::make_unique<DistributedOptimizer>(run.setup, source_->spec().params, run.dtype, comm_,
+                                               DistOptions{opts_.bucket_size, run.device});
     opt_->SetParams(source_->InitialParams(run.dtype));
     if (opts_.compare_reference) {
       ref_ = opts_.reference;
@@ -398,6 +399,52 @@ nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const T
   j["layout"] = r.layout;
   j["memory"] = MemoryJson(r.memory);
   return j;
+}
+
+TrainResult TrainResultFromJson(const nlohmann::ordered_json& j) {
+  try {
+    if (j.at("format") != "shardcheck-train-result/1")
+      throw Error("format " + j.at("format").dump() + " is not shardcheck-train-result/1");
+    TrainResult r;
+    r.compared = j.at("compared_with_reference").get<bool>();
+    r.resumed_from = j.at("resumed_from").get<int64_t>();
+    r.ok = j.at("verdict") != "fail";
+    for (const auto& js : j.at("steps")) {
+      StepRecord s;
+      s.step = js.at("step").get<int64_t>();
+      s.grad_norm = js.at("grad_norm").get<double>();
+      s.after_load = js.value("after_load", false);
+      s.lr = js.value("lr", 0.0);
+      s.loss =
+          js.contains("loss") ? js["loss"].get<double>() : std::numeric_limits<double>::quiet_NaN();
+      if (js.contains("groups"))
+        for (const auto& [group, g] : js["groups"].items())
+          s.groups.push_back({group, g.at("mismatches").get<int64_t>(),
+                              g.at("tol_violations").get<int64_t>(),
+                              g.at("max_abs_diff").get<double>(),
+                              g.at("max_rel_diff").get<double>(), g.at("max_ulp").get<int64_t>()});
+      r.steps.push_back(std::move(s));
+    }
+    if (!j.at("first_mismatch").is_null()) {
+      const auto& f = j["first_mismatch"];
+      r.first_mismatch =
+          FirstMismatch{f.at("step").get<int64_t>(), f.at("rank").get<int>(),
+                        f.at("tensor").get<std::string>(), f.at("detail").get<std::string>()};
+    }
+    r.layout = j.at("layout");
+    for (const auto& e : j.at("memory")) {
+      MemoryFigures m;
+      m.owned_elements = e.at("owned_elements").get<int64_t>();
+      m.total_bytes = e.at("total_bytes").get<int64_t>();
+      for (const auto& x : e.at("entries"))
+        m.entries.push_back({x.at("child").get<std::string>(), x.at("key").get<std::string>(),
+                             x.at("elements").get<int64_t>(), x.at("bytes").get<int64_t>()});
+      r.memory.push_back(std::move(m));
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("train result: ") + e.what());
+  }
 }
 
 nlohmann::ordered_json MemoryJson(const std::vector<MemoryFigures>& memory) {

@@ -108,4 +108,9 @@ nlohmann::ordered_json MemoryJson(const std::vector<MemoryFigures>& memory);
 // mismatch, per-rank memory figures.
 nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const TrainResult& r);
 
+// A TrainResult read back from its result.json (what a rank process of a
+// cell reports): everything but final_state. Throws Error on a malformed
+// file.
+TrainResult TrainResultFromJson(const nlohmann::ordered_json& j);
+
 }  // namespace shardcheck

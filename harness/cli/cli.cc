@@ -21,6 +21,7 @@ int RunCli(int argc, char** argv) {
   AddCommSelftestCommand(app, action);
   AddTrainCommand(app, action);
   AddRunCommand(app, action);
+  AddCellRankCommand(app, action);
   AddListCommand(app, action);
   AddInspectCommand(app, action);
   AddCkptDiffCommand(app, action);

@@ -18,6 +18,7 @@ void AddLaunchCommand(CLI::App& app, std::function<int()>& action);
 void AddCommSelftestCommand(CLI::App& app, std::function<int()>& action);
 void AddTrainCommand(CLI::App& app, std::function<int()>& action);
 void AddRunCommand(CLI::App& app, std::function<int()>& action);
+void AddCellRankCommand(CLI::App& app, std::function<int()>& action);
 void AddListCommand(CLI::App& app, std::function<int()>& action);
 void AddInspectCommand(CLI::App& app, std::function<int()>& action);
 void AddCkptDiffCommand(CLI::App& app, std::function<int()>& action);

@@ -1,7 +1,6 @@
 #include "harness/cli/cli_options.h"
 
 #include "distributed/rendezvous.h"
-
 #include "spec/device.h"
 #include "spec/error.h"
 #include "spec/registry.h"
@@ -41,7 +40,9 @@ void AddHyperFlag(CLI::App* app, const DeclaredHyperParam& d, const std::string&
                      : h.type == HyperType::kRealList ? "NUMBERS"
                                                       : "NUMBER";
   auto set = [&into, name](const std::string& v) { into.push_back({name, v}); };
-  app->add_option_function<std::string>(Flag(prefix + name), set, help)->type_name(type)->group(group);
+  app->add_option_function<std::string>(Flag(prefix + name), set, help)
+      ->type_name(type)
+      ->group(group);
 }
 
 }  // namespace

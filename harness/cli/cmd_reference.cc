@@ -32,8 +32,8 @@ void AddReferenceCommand(CLI::App& app, std::function<int()>& action) {
       WriteJsonFile(*out + "/config.json", RunConfigJson(run, opt.step()));
       std::cout << "reference " << run.setup.name << " on " << run.model.name << " ("
                 << DtypeName(run.dtype) << ") on " << run.device.str() << ", " << opt.step()
-                << " steps: wrote " << *out
-                << "/final.safetensors and " << *out << "/config.json\n";
+                << " steps: wrote " << *out << "/final.safetensors and " << *out
+                << "/config.json\n";
       return 0;
     };
   });

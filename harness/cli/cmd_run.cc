@@ -17,9 +17,11 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
       "run",
       "Run the cells of scenario files (docs/scenarios.md): for each, the reference, the "
       "uninterrupted DistributedOptimizer run (saving at the resume plan's step), the resumed run "
-      "at the plan's DP size, and the cell's checks. Ranks run as threads over Gloo. Writes "
+      "at the plan's DP size, and the cell's checks. Gloo cells run their ranks as threads (or "
+      "processes with --processes); NCCL cells, and every cell with --device cuda, run one rank "
+      "process per GPU through the launcher, cells at once on disjoint GPUs. Writes "
       "DIR/<cell-id>/result.json and DIR/results.json (docs/results-schema.md). Exit 0 if every "
-      "cell passed, 1 if one failed, 2 on a malformed scenario.");
+      "cell passed or was skipped, 1 if one failed, 2 on a malformed scenario.");
   auto files = std::make_shared<std::vector<std::string>>();
   auto o = std::make_shared<RunnerOptions>();
   auto timeout_s = std::make_shared<double>(120.0);
@@ -32,10 +34,22 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--jobs", o->jobs, "cells run at once")->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "no live progress line");
   cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
-  cmd->callback([&action, files, o, timeout_s] {
+  auto device = std::make_shared<std::string>("cpu");
+  cmd->add_option("--device", *device,
+                  "cpu: Gloo cells on the CPU, NCCL cells on GPUs | cuda: every cell on GPUs over "
+                  "NCCL | auto: cuda when a GPU is visible")
+      ->capture_default_str();
+  cmd->add_flag("--processes", o->processes,
+                "run Gloo cells' ranks as processes through the launcher, as GPU cells run");
+  cmd->add_option("--gpus", o->gpus,
+                  "GPUs for GPU cells (default: every visible one); a cell needing more ranks is "
+                  "skipped")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([&action, files, o, timeout_s, device] {
     action = [=]() {
       at::set_num_threads(1);
       RunnerOptions opts = *o;
+      opts.device = ParseDeviceKind(*device);
       opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
       return RunScenarios(*files, opts);
     };
@@ -93,6 +107,34 @@ std::vector<std::string> SplitCommas(const std::string& s) {
 }
 
 }  // namespace
+
+void AddCellRankCommand(CLI::App& app, std::function<int()>& action) {
+  auto* cmd = app.add_subcommand(
+      "cell-rank",
+      "One rank process of one phase of a scenario cell (what `shardcheck run` starts through "
+      "the launcher for GPU cells and --processes; not meant to be run by hand).");
+  cmd->group("");  // hidden from the subcommand list
+  auto file = std::make_shared<std::string>();
+  auto cell = std::make_shared<std::string>();
+  auto phase = std::make_shared<std::string>();
+  auto dir = std::make_shared<std::string>();
+  auto device = std::make_shared<std::string>("cpu");
+  auto timeout_s = std::make_shared<double>(120.0);
+  cmd->add_option("scenario", *file, "the cell's scenario file")->required();
+  cmd->add_option("--cell", *cell, "the cell id")->required();
+  cmd->add_option("--phase", *phase, "uninterrupted | resumed")->required();
+  cmd->add_option("--dir", *dir, "the cell's folder (checkpoint, results)")->required();
+  cmd->add_option("--device", *device, "cpu | cuda | auto")->capture_default_str();
+  cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
+  cmd->callback([&action, file, cell, phase, dir, device, timeout_s] {
+    action = [=]() {
+      at::set_num_threads(1);
+      RunCellRank(*file, *cell, ParseCellPhase(*phase), *dir, *device,
+                  std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000)));
+      return 0;
+    };
+  });
+}
 
 void AddListCommand(CLI::App& app, std::function<int()>& action) {
   auto* cmd = app.add_subcommand(

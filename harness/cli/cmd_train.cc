@@ -82,7 +82,9 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_flag("--compare-reference", *compare,
                 "run the reference beside it and compare bytewise after every step");
-  cmd->add_option("--backend", *backend, "gloo | nccl | auto (the device's: nccl on cuda, gloo on cpu)")->capture_default_str();
+  cmd->add_option("--backend", *backend,
+                  "gloo | nccl | auto (the device's: nccl on cuda, gloo on cpu)")
+      ->capture_default_str();
   cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
   cmd->add_option("--threads", *threads, "libtorch intra-op threads per rank")
       ->capture_default_str();

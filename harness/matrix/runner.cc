@@ -3,9 +3,12 @@
 #include <torch/csrc/api/include/torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -16,6 +19,7 @@
 
 #include "harness/cell/run_files.h"
 #include "harness/matrix/cell_checks.h"
+#include "harness/matrix/cell_phases.h"
 #include "spec/config_json.h"
 
 namespace shardcheck {
@@ -121,49 +125,27 @@ nlohmann::ordered_json CellConfigJson(const Cell& cell) {
 }
 
 // The run of a cell: the reference once, the uninterrupted distributed run
-// (saving at the plan's step), then the resumed run at the plan's DP size.
-CellRuns RunCellRuns(const Cell& cell, const std::string& cell_dir,
-                     std::chrono::milliseconds timeout, const GradSource& source) {
-  OracleRunOptions run;
-  run.model = source.spec();
-  run.setup = cell.optimizer.setup;
-  run.steps = cell.steps;
-  run.seed = cell.seed;
-  run.dtype = ParseDtype(cell.dtype);
-  run.micro_batches = cell.micro_batches;
-  run.Validate();
+// (saving at the plan's step), then the resumed run at the plan's DP size;
+// the distributed runs as thread-ranks, or as rank processes.
+CellRuns RunCellRuns(const Cell& cell, const std::string& cell_dir, const CellExecution& how,
+                     const GradSource& source) {
+  const OracleRunOptions run = CellRunOptions(cell, source);
   CellRuns r;
   r.reference = RunReferenceTrajectory(source, run.setup, run.dtype, run.steps, run.micro_batches);
-  for (const auto& c : cell.checks)
-    if (c.kind == CheckKind::kTolerance) {
-      r.count_atol = c.atol;
-      r.count_rtol = c.rtol;
-      break;
-    }
+  std::tie(r.count_atol, r.count_rtol) = CountTolerance(cell);
   r.groups = ComparisonGroups(RouteParams(run.setup, run.model.params));
-  TrainOptions a;
-  a.run = run;
-  a.source = &source;
-  a.reference = &r.reference;
-  a.compare_reference = true;
-  a.compare_atol = r.count_atol;
-  a.compare_rtol = r.count_rtol;
-  a.bucket_size = cell.bucket_size;
-  a.sharding_type = cell.sharding_type;
-  if (cell.resume) {
-    a.save_at = cell.resume->save_at;
-    a.save_dir = (fs::path(cell_dir) / "ckpt").string();
-  }
-  r.uninterrupted = RunTrainOnThreads(a, cell.dp, timeout);
+  auto phase = [&](CellPhase p) {
+    if (how.processes) return RunCellPhaseAsProcesses(cell, p, cell_dir, how.ranks);
+    TrainOptions t = CellPhaseOptions(cell, p, cell_dir, run);
+    t.source = &source;
+    t.reference = &r.reference;
+    return RunTrainOnThreads(t, PhaseDp(cell, p), how.ranks.timeout);
+  };
+  r.uninterrupted = phase(CellPhase::kUninterrupted);
   if (!r.uninterrupted.errors.empty())
     throw Error("uninterrupted run: " + r.uninterrupted.errors.front());
   if (cell.resume) {
-    TrainOptions b = a;
-    b.save_at = 0;
-    b.save_dir.clear();
-    b.load_dir = a.save_dir;
-    if (cell.resume->bucket_size) b.bucket_size = *cell.resume->bucket_size;
-    r.resumed = RunTrainOnThreads(b, cell.resume->dp, timeout);
+    r.resumed = phase(CellPhase::kResumed);
     if (!r.resumed->errors.empty()) throw Error("resumed run: " + r.resumed->errors.front());
   }
   return r;
@@ -241,27 +223,34 @@ nlohmann::ordered_json EnvironmentJson(const std::string& backend) {
       {"shardcheck", "0.1"}};
 }
 
-nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
-                               std::chrono::milliseconds timeout) {
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// The fields every cell result starts with: format, id, scenario, config,
+// environment, `verdict`, no error and no first failure yet.
+nlohmann::ordered_json CellResultHead(const Cell& cell, const std::string& verdict) {
   nlohmann::ordered_json j;
   j["format"] = "shardcheck-cell-result/1";
   j["id"] = cell.id;
   j["scenario"] = {{"name", cell.scenario}, {"file", cell.file}, {"line", cell.line}};
   j["config"] = CellConfigJson(cell);
   j["environment"] = EnvironmentJson(cell.backend);
-  j["verdict"] = "error";
+  j["verdict"] = verdict;
   j["error"] = nullptr;
   j["first_failure"] = nullptr;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
+                               const CellExecution& how) {
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::ordered_json j = CellResultHead(cell, "error");
   try {
-    if (cell.backend == "nccl")
-      throw Error(
-          "backend nccl runs its ranks as processes: use `shardcheck launch` with `shardcheck "
-          "train` on a GPU node");
     fs::remove_all(cell_dir);
     fs::create_directories(cell_dir);
     const auto source = MakeGradSource(cell.model, cell.seed);
-    const CellRuns r = RunCellRuns(cell, cell_dir, timeout, *source);
+    const CellRuns r = RunCellRuns(cell, cell_dir, how, *source);
     AddRunsAndChecks(cell, r, source->has_loss(), j);
   } catch (const std::exception& e) {
     j["verdict"] = "error";
@@ -279,7 +268,79 @@ nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
   return j;
 }
 
+nlohmann::ordered_json SkippedCell(const Cell& cell, const std::string& reason) {
+  nlohmann::ordered_json j = CellResultHead(cell, "skipped");
+  j["skipped"] = reason;
+  j["wall_s"] = 0.0;
+  return j;
+}
+
 namespace {
+
+// GPUs handed to the cells that run at once, disjoint: a cell takes all it
+// needs or waits.
+class GpuPool {
+ public:
+  explicit GpuPool(int count) : free_(static_cast<size_t>(count), true) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    std::stringstream list(visible ? visible : "");
+    for (std::string id; std::getline(list, id, ',');) names_.push_back(id);
+  }
+  int size() const { return static_cast<int>(free_.size()); }
+
+  // `n` free GPUs as a CUDA_VISIBLE_DEVICES value, waiting until there are.
+  std::string Acquire(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return std::count(free_.begin(), free_.end(), true) >= n; });
+    std::string ids;
+    for (size_t i = 0; i < free_.size() && n > 0; ++i) {
+      if (!free_[i]) continue;
+      free_[i] = false;
+      --n;
+      ids += (ids.empty() ? "" : ",") + (i < names_.size() ? names_[i] : std::to_string(i));
+    }
+    return ids;
+  }
+  void Release(const std::string& ids) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::stringstream list(ids);
+    for (std::string id; std::getline(list, id, ',');)
+      for (size_t i = 0; i < free_.size(); ++i)
+        if ((i < names_.size() ? names_[i] : std::to_string(i)) == id) free_[i] = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<bool> free_;
+  std::vector<std::string> names_;  // CUDA_VISIBLE_DEVICES entries, when set
+};
+
+// True when `cell` runs on GPUs: an NCCL cell, or every cell with --device cuda.
+bool OnGpus(const Cell& cell, bool cuda) { return cuda || cell.backend == "nccl"; }
+
+// Runs one cell the way the options and its backend say (see RunnerOptions).
+nlohmann::ordered_json RunOne(const Cell& c, const RunnerOptions& o, bool cuda, GpuPool& gpus) {
+  const std::string dir = (fs::path(o.out_dir) / c.id).string();
+  CellExecution how;
+  how.ranks.timeout = o.timeout;
+  if (!OnGpus(c, cuda)) {
+    how.processes = o.processes;
+    return RunCell(c, dir, how);
+  }
+  const int need = std::max(c.dp, c.ResumeDp());
+  if (need > gpus.size())
+    return SkippedCell(c, "needs " + std::to_string(need) + " GPUs (one per rank), " +
+                              std::to_string(gpus.size()) + " available");
+  how.processes = true;
+  how.ranks.device = "cuda";
+  how.ranks.gpus = gpus.Acquire(need);
+  nlohmann::ordered_json j = RunCell(c, dir, how);
+  gpus.Release(how.ranks.gpus);
+  j["gpus"] = how.ranks.gpus;
+  return j;
+}
 
 // The cells of `scenarios` that match the filter (all are validated first).
 std::vector<const Cell*> SelectCells(const std::vector<Scenario>& scenarios,
@@ -299,11 +360,14 @@ std::vector<nlohmann::ordered_json> RunAll(const std::vector<const Cell*>& cells
   std::vector<nlohmann::ordered_json> results(cells.size());
   std::atomic<size_t> next{0}, done{0};
   std::mutex print_mu;
+  const bool cuda =
+      o.device == DeviceKind::kCuda || (o.device == DeviceKind::kAuto && CudaUsable());
+  GpuPool gpus(o.gpus >= 0 ? o.gpus : (CudaUsable() ? static_cast<int>(at::getNumGPUs()) : 0));
   const bool tty = ::isatty(STDOUT_FILENO);
   auto worker = [&] {
     for (size_t i = next++; i < cells.size(); i = next++) {
       const Cell& c = *cells[i];
-      results[i] = RunCell(c, (fs::path(o.out_dir) / c.id).string(), o.timeout);
+      results[i] = RunOne(c, o, cuda, gpus);
       const size_t d = ++done;
       if (o.quiet) continue;
       std::lock_guard<std::mutex> lock(print_mu);
@@ -324,7 +388,7 @@ std::vector<nlohmann::ordered_json> RunAll(const std::vector<const Cell*>& cells
 }
 
 struct Counts {
-  int passed = 0, failed = 0, errored = 0;
+  int passed = 0, failed = 0, errored = 0, skipped = 0;
 };
 
 Counts Count(const std::vector<nlohmann::ordered_json>& results) {
@@ -334,6 +398,7 @@ Counts Count(const std::vector<nlohmann::ordered_json>& results) {
     n.passed += v == "pass";
     n.failed += v == "fail";
     n.errored += v == "error";
+    n.skipped += v == "skipped";
   }
   return n;
 }
@@ -376,8 +441,11 @@ nlohmann::ordered_json AggregateJson(const std::vector<Scenario>& scenarios,
   for (const auto& sc : scenarios)
     agg["scenarios"].push_back(
         {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}});
-  agg["counts"] = {
-      {"cells", cells.size()}, {"passed", n.passed}, {"failed", n.failed}, {"errored", n.errored}};
+  agg["counts"] = {{"cells", cells.size()},
+                   {"passed", n.passed},
+                   {"failed", n.failed},
+                   {"errored", n.errored},
+                   {"skipped", n.skipped}};
   agg["cells"] = list;
   return agg;
 }
@@ -392,6 +460,7 @@ void PrintTable(const std::vector<const Cell*>& cells,
     const auto& r = results[i];
     std::string ff;
     if (!r["first_failure"].is_null()) ff = r["first_failure"]["detail"].get<std::string>();
+    if (r.contains("skipped")) ff = r["skipped"].get<std::string>();
     if (ff.size() > 120) ff = ff.substr(0, 117) + "...";
     std::printf("%-*s  %-7s  %6.1fs  %s\n", static_cast<int>(w), cells[i]->id.c_str(),
                 r["verdict"].get<std::string>().c_str(), r["wall_s"].get<double>(), ff.c_str());
@@ -416,8 +485,9 @@ int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& o) 
   PrintTable(cells, results);
   const Counts n = Count(results);
   std::printf(
-      "\n%d passed, %d failed, %d errored of %zu cells in %.1fs; results in %s/results.json\n",
-      n.passed, n.failed, n.errored, cells.size(), Seconds(t0), o.out_dir.c_str());
+      "\n%d passed, %d failed, %d errored, %d skipped of %zu cells in %.1fs; results in "
+      "%s/results.json\n",
+      n.passed, n.failed, n.errored, n.skipped, cells.size(), Seconds(t0), o.out_dir.c_str());
   return (n.failed + n.errored) == 0 ? 0 : 1;
 }
 

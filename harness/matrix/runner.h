@@ -10,30 +10,53 @@
 #include <string>
 #include <vector>
 
+#include "harness/matrix/cell_processes.h"
 #include "harness/matrix/scenario.h"
+#include "spec/device.h"
 
 namespace shardcheck {
 
 struct RunnerOptions {
   std::string out_dir = "out/run";
   std::string filter;                         // MatchesFilter expression; empty: every cell
-  int jobs = 1;                               // cells run at once (each cell's ranks are threads)
+  int jobs = 1;                               // cells run at once
   bool quiet = false;                         // no live progress line
   std::chrono::milliseconds timeout{120000};  // per collective
+  // Where cells run: kCpu runs Gloo cells (ranks as threads, or as
+  // processes with `processes`) and NCCL cells on GPUs; kCuda runs every
+  // cell on GPUs over NCCL; kAuto is kCuda when a GPU is visible.
+  DeviceKind device = DeviceKind::kCpu;
+  bool processes = false;  // Gloo cells' ranks as processes through the launcher
+  // GPUs for GPU cells (ids 0..gpus-1 of CUDA_VISIBLE_DEVICES' order);
+  // -1: every visible one. A cell whose larger DP size exceeds it is
+  // skipped with the reason; cells that run at once get disjoint GPUs.
+  int gpus = -1;
 };
 
-// Runs one cell with its ranks as threads, writing into `cell_dir`.
-// Returns the cell's result.json; a cell that cannot run gets verdict
-// "error" with the message (never throws for a cell's own failure).
+// How one cell runs: its ranks as threads of this process, or as rank
+// processes (on GPUs: one per GPU of ranks.gpus).
+struct CellExecution {
+  bool processes = false;
+  RankProcesses ranks;
+};
+
+// Runs one cell, writing into `cell_dir`. Returns the cell's result.json;
+// a cell that cannot run gets verdict "error" with the message (never
+// throws for a cell's own failure).
 nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
-                               std::chrono::milliseconds timeout);
+                               const CellExecution& how);
+
+// The result.json of a cell that is not run: verdict "skipped", the reason
+// in `skipped`.
+nlohmann::ordered_json SkippedCell(const Cell& cell, const std::string& reason);
 
 // The environment block of results: commit, libtorch version, backend, host.
 nlohmann::ordered_json EnvironmentJson(const std::string& backend);
 
 // Loads every scenario (all are validated before anything runs), runs the
 // matching cells, prints progress and a final table to stdout. Returns the
-// exit code: 0 all passed, 1 a cell failed or errored, 2 bad input.
+// exit code: 0 every cell passed or was skipped, 1 a cell failed or
+// errored, 2 bad input.
 int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& options);
 
 }  // namespace shardcheck

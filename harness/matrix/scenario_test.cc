@@ -125,10 +125,11 @@ TEST(Scenario, HyperparametersByNameAndScalarOptimizer) {
 // The lr-schedule keys depend on each other (decay steps need a style):
 // they are checked together, in any order.
 TEST(Scenario, ScheduleKeysInAnyOrder) {
-  const Scenario sc = LoadScenario(Write("sched", "name: s\nmodel: oracle:mixed-small\n"
-                                                  "optimizer: {name: adamw, lr_decay_steps: 6, min_lr: 1e-5,"
-                                                  " lr_decay_style: cosine, lr_warmup_steps: 3}\n"
-                                                  "sharding_type: dp_reshardable\ndp: 2\n"));
+  const Scenario sc = LoadScenario(Write("sched",
+                                         "name: s\nmodel: oracle:mixed-small\n"
+                                         "optimizer: {name: adamw, lr_decay_steps: 6, min_lr: 1e-5,"
+                                         " lr_decay_style: cosine, lr_warmup_steps: 3}\n"
+                                         "sharding_type: dp_reshardable\ndp: 2\n"));
   ASSERT_EQ(sc.cells.size(), 1u);
   const LrSchedule& s = sc.cells[0].optimizer.setup.lr_schedule;
   EXPECT_EQ(s.style, LrDecayStyle::kCosine);
@@ -230,8 +231,9 @@ INSTANTIATE_TEST_SUITE_P(
             kHead + "optimizer: {name: all, eps: 1e-6}\nsharding_type: dp_reshardable\ndp: 2\n", 3,
             24, "has no hyperparameter 'eps'"},
         Bad{"schedule_keys_that_do_not_fit",
-            kHead + "optimizer: [{name: adam, lr_decay_steps: 5}]\nsharding_type: dp_reshardable\ndp: 2\n", 3, 13,
-            "optimizer adam: lr schedule: decay steps need a decay style"},
+            kHead + "optimizer: [{name: adam, lr_decay_steps: 5}]\nsharding_type: "
+                    "dp_reshardable\ndp: 2\n",
+            3, 13, "optimizer adam: lr schedule: decay steps need a decay style"},
         Bad{"label_on_all",
             kHead + "optimizer: {name: all, label: x}\nsharding_type: dp_reshardable\ndp: 2\n", 3,
             31, "a label needs a single optimizer"},
