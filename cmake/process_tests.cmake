@@ -42,6 +42,12 @@ add_test(NAME checkpoint.export_after_reshard_equals_reference
 set_tests_properties(checkpoint.export_after_reshard_equals_reference PROPERTIES
   LABELS "checkpoint;muon_lion;dp_reshardable;dp3;dp2" TIMEOUT 300 PROCESSORS 2)
 
+# What a new user runs into, and the exit-code contract (docs/reliability.md).
+add_test(NAME cli.contract
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/cli/cli_contract_test.py
+          $<TARGET_FILE:shardcheck> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.contract PROPERTIES LABELS "reliability;unit" TIMEOUT 300 PROCESSORS 2)
+
 # The reference's output read with the Python standard library alone.
 add_test(NAME cli.reference_header_python
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/cli/reference_header_test.py

@@ -18,30 +18,35 @@ std::chrono::milliseconds CollectiveFailure::grace() const {
 void CollectiveFailure::Check(const char* op, bool ok, const std::string& what) const {
   if (ok) return;
   throw Error(std::string(op) + " on rank " + std::to_string(rank_) + " of " +
-              std::to_string(size_) + ": " + what);
+                  std::to_string(size_) + ": " + what,
+              ErrorKind::kEnvironment);
 }
 
 void CollectiveFailure::CheckUsable(const char* op) const {
   if (failed_.empty()) return;
   throw Error(std::string(op) + " on rank " + std::to_string(rank_) + " of " +
-              std::to_string(size_) + " refused: an earlier collective failed (" + failed_ + ")");
+                  std::to_string(size_) + " refused: an earlier collective failed (" + failed_ +
+                  ")",
+              ErrorKind::kEnvironment);
 }
 
 void CollectiveFailure::Throw(const char* op, const std::string& reason) {
   std::string why = CleanBackendMessage(reason);
   std::string hint;
+  ErrorKind kind = ErrorKind::kEnvironment;
   if (Contains(why, "reset by peer") || Contains(why, "closed by peer") ||
       Contains(why, "Broken pipe") || Contains(why, "Connection refused")) {
     hint = "a peer rank exited?";
   } else if (Contains(why, "imed out") || Contains(why, "imeout")) {
     hint = "no answer within " + std::to_string(timeout_.count()) +
            " ms: a peer rank stopped participating, or has not started?";
+    kind = ErrorKind::kTimeout;
   }
   std::string message = std::string(op) + " on rank " + std::to_string(rank_) + " of " +
                         std::to_string(size_) + " failed: " + why;
   if (!hint.empty()) message += " (" + hint + ")";
   failed_ = message;
-  throw Error(message);
+  throw Error(message, kind);
 }
 
 std::string CleanBackendMessage(const std::string& reason) {

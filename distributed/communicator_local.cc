@@ -49,8 +49,9 @@ class LocalGroup {
         broken_ = "rank " + std::to_string(rank) + " timed out in " + op;
         cv_.notify_all();
         throw Error("local group: " + op + " on rank " + std::to_string(rank) +
-                    " timed out after " + std::to_string(timeout_.count()) +
-                    " ms waiting for its peers");
+                        " timed out after " + std::to_string(timeout_.count()) +
+                        " ms waiting for its peers",
+                    ErrorKind::kTimeout);
       }
     }
     return snapshot_;
@@ -68,8 +69,8 @@ class LocalGroup {
  private:
   void CheckAlive(int rank, const std::string& op) const {
     if (!broken_.empty())
-      throw Error("local group: " + op + " on rank " + std::to_string(rank) +
-                  " failed: " + broken_);
+      throw Error("local group: " + op + " on rank " + std::to_string(rank) + " failed: " + broken_,
+                  ErrorKind::kEnvironment);
   }
 
   const int size_;

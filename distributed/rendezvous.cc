@@ -262,8 +262,10 @@ std::unique_ptr<Communicator> Connect(const DistEnv& env, const std::string& bac
     } catch (const std::exception& e) {
       const c10::Error* c10_error = dynamic_cast<const c10::Error*>(&e);
       throw Error("rendezvous on " + where + " failed at " + env.master_addr + ":" +
-                  std::to_string(env.master_port) + " within " + std::to_string(timeout.count()) +
-                  " ms: " + (c10_error ? c10_error->what_without_backtrace() : e.what()));
+                      std::to_string(env.master_port) + " within " +
+                      std::to_string(timeout.count()) +
+                      " ms: " + (c10_error ? c10_error->what_without_backtrace() : e.what()),
+                  ErrorKind::kEnvironment);
     }
   }
   try {
@@ -282,7 +284,8 @@ std::unique_ptr<Communicator> Connect(const DistEnv& env, const std::string& bac
   } catch (const Error& e) {
     if (env.world_size == 1) throw;
     throw Error("rendezvous on " + where + " through the store at " + env.master_addr + ":" +
-                std::to_string(env.master_port) + " failed: " + e.what());
+                    std::to_string(env.master_port) + " failed: " + e.what(),
+                e.kind() == ErrorKind::kInput ? ErrorKind::kEnvironment : e.kind());
   }
 }
 

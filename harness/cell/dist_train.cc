@@ -212,13 +212,13 @@ class DistributedRun {
     rec.loss =
         source_->has_loss() ? loss.item<double>() / m : std::numeric_limits<double>::quiet_NaN();
     if (ref_) Compare(rec);
+    LogStep(rec);
     if (opts_.save_at == s) {
       SaveCheckpoint(*opt_, opts_.save_dir, opts_.sharding_type);
       if (log_)
         *log_ << "saved step " << s << " to " << opts_.save_dir << " ("
               << ShardingTypeName(opts_.sharding_type) << ")\n";
     }
-    LogStep(rec);
     result_.steps.push_back(std::move(rec));
   }
 

@@ -1,5 +1,7 @@
 #include "harness/cell/run_files.h"
 
+#include <filesystem>
+
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
 #include "spec/config_json.h"
@@ -43,6 +45,19 @@ void WriteFinalState(const std::string& path, const StateDict& sd) {
                    {{"format", "shardcheck-final/1"},
                     {"optimizer", sd.optimizer},
                     {"step", std::to_string(sd.step)}});
+}
+
+OutputDir::OutputDir(const std::string& path) : path_(path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path_, ec)) return;
+  std::filesystem::create_directories(path_);
+  created_ = true;
+}
+
+OutputDir::~OutputDir() {
+  if (keep_ || !created_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 void WriteJsonFile(const std::string& path, const nlohmann::ordered_json& j) {

@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "harness/cli/exit_codes.h"
 #include "spec/error.h"
 
 namespace shardcheck {
@@ -27,23 +28,37 @@ int RunCli(int argc, char** argv) {
   AddCkptDiffCommand(app, action);
   AddExportCommand(app, action);
   AddOptimizersCommand(app, action);
+  AddGcCommand(app, action);
+  // A first word that is no option and no subcommand: say so (CLI11 would
+  // say a subcommand is required).
+  bool known = true;
+  try {
+    if (argc > 1 && argv[1][0] != '-') app.get_subcommand(argv[1]);
+  } catch (const CLI::OptionNotFound&) {
+    known = false;
+  }
+  if (!known) {
+    std::string names;
+    for (const CLI::App* sub :
+         app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::cerr << "shardcheck: error: unknown subcommand '" << argv[1] << "' (one of: " << names
+              << "; shardcheck --help)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line, like every other error (CLI11 would add a second).
+    std::cerr << "shardcheck: error: " << e.what() << " (see shardcheck "
+              << (argc > 1 && argv[1][0] != '-' ? std::string(argv[1]) + " " : "") << "--help)\n";
+    return 2;
   }
   try {
     return action ? action() : 2;
-  } catch (const Error& e) {
-    std::cerr << "shardcheck: error: " << e.what() << "\n";
-    return 2;
-  } catch (const c10::Error& e) {
-    std::cerr << "shardcheck: error: " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "shardcheck: error: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return ReportFailure(std::current_exception(), std::cerr);
   }
 }
 

@@ -24,5 +24,6 @@ void AddInspectCommand(CLI::App& app, std::function<int()>& action);
 void AddCkptDiffCommand(CLI::App& app, std::function<int()>& action);
 void AddExportCommand(CLI::App& app, std::function<int()>& action);
 void AddOptimizersCommand(CLI::App& app, std::function<int()>& action);
+void AddGcCommand(CLI::App& app, std::function<int()>& action);
 
 }  // namespace shardcheck

@@ -1,5 +1,7 @@
 #include "harness/cli/cli_options.h"
 
+#include <cctype>
+
 #include "distributed/rendezvous.h"
 #include "spec/device.h"
 #include "spec/error.h"
@@ -59,8 +61,13 @@ void OracleCliOptions::Register(CLI::App* app, bool optimizer_required) {
   app->add_option("--model", model, "oracle model: gpt-tiny or mixed-small")->capture_default_str();
   app->add_option("--shapes", shapes,
                   "instead of --model: params as [name=]NxM[:embedding|output|other],...")
-      ->excludes(app->get_option("--model"));
-  app->add_option("--steps", steps, "optimizer steps")->capture_default_str();
+      ->excludes(app->get_option("--model"))
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return s.empty() ? "is empty: give [name=]NxM,... or use --model" : "";
+          },
+          "SHAPES"));
+  app->add_option("--steps", steps, "optimizer steps")->capture_default_str()->check(AtLeast(1));
   app->add_option("--seed", seed, "oracle seed")->capture_default_str();
   app->add_option("--dtype", dtype, "model param dtype: fp32 | bf16 (main params are fp32)")
       ->capture_default_str();
@@ -110,13 +117,34 @@ void OracleCliOptions::Register(CLI::App* app, bool optimizer_required) {
   }
 }
 
+CLI::Validator AtLeast(long long min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        long long v = 0;
+        size_t used = 0;
+        try {
+          v = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + text + "' is not an integer";
+        if (v < min) return "must be at least " + std::to_string(min) + ", got " + text;
+        return "";
+      },
+      "INT>=" + std::to_string(min));
+}
+
 OracleRunOptions OracleCliOptions::Resolve() const {
   OracleRunOptions o;
   o.model = shapes.empty() ? ModelByName(model) : ParseShapes(shapes);
   o.setup = setup.Resolve();
   o.steps = steps;
   o.seed = seed;
-  o.dtype = ParseDtype(dtype);
+  std::string lower = dtype;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower != "fp32" && lower != "bf16")
+    throw Error("--dtype '" + dtype + "': expected fp32 or bf16 (the model params' dtype)");
+  o.dtype = ParseDtype(lower);
   o.micro_batches = micro_batches;
   o.device = ResolveDevice(ParseDeviceKind(device), DistEnvFromEnvironment().local_rank);
   o.Validate();

@@ -15,6 +15,10 @@
 
 namespace shardcheck {
 
+// A CLI11 check that an integer option is at least `min`: "--threads: must
+// be at least 1, got 0" instead of CLI11's range text.
+CLI::Validator AtLeast(long long min);
+
 struct OracleCliOptions {
   std::string model = "gpt-tiny";
   std::string shapes;

@@ -7,6 +7,7 @@
 #include "harness/cell/compare.h"
 #include "harness/cli/checkpoint_source.h"
 #include "harness/cli/cli.h"
+#include "harness/cli/cli_options.h"
 
 namespace shardcheck {
 
@@ -105,7 +106,7 @@ void AddCkptDiffCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--max-report", *max_report,
                   "differing tensors to print (each with its first differing elements)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->callback([&action, a, b, max_report] {
     action = [=]() {
       const ModelSpaceSource sa = ReadModelSpaceSource(*a);

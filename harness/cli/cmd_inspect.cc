@@ -8,12 +8,15 @@
 
 #include "distributed/checkpoint_format.h"
 #include "distributed/safetensors.h"
+#include "distributed/stale_saves.h"
 #include "harness/cli/checkpoint_source.h"
 #include "harness/cli/cli.h"
 #include "spec/error.h"
 #include "spec/schema.h"
 
 namespace shardcheck {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -185,6 +188,18 @@ void PrintText(const std::string& dir, const CheckpointMetadata& m, bool verifie
                 static_cast<long long>(ChunkCount(m)));
 }
 
+// Folders interrupted saves left, with how to remove them.
+void PrintStale(const std::vector<StaleSave>& stale) {
+  if (stale.empty()) return;
+  std::printf(
+      "stale saves      %zu folder(s) of interrupted saves (never loaded; `shardcheck gc "
+      "%s` removes them):\n",
+      stale.size(), fs::path(stale.front().path).parent_path().c_str());
+  for (const StaleSave& s : stale)
+    std::printf("                 %s  %.1f MB  %.0f s old\n", s.path.c_str(),
+                static_cast<double>(s.bytes) / 1e6, s.age_s);
+}
+
 }  // namespace
 
 void AddInspectCommand(CLI::App& app, std::function<int()>& action) {
@@ -215,10 +230,22 @@ void AddInspectCommand(CLI::App& app, std::function<int()>& action) {
           throw Error(what.find(resolved) == std::string::npos ? resolved + ": " + what : what);
         }
       }
-      if (*json)
-        std::cout << InspectJson(resolved, reader.metadata(), !*no_verify).dump(1) << "\n";
-      else
+      // Interrupted saves beside this checkpoint (and in DIR when it is a
+      // folder of saves).
+      std::vector<StaleSave> stale = FindStaleSaves(fs::path(resolved).parent_path().string());
+      if (fs::absolute(*dir) != fs::absolute(resolved).parent_path()) {
+        for (const StaleSave& s : FindStaleSaves(*dir)) stale.push_back(s);
+      }
+      if (*json) {
+        nlohmann::ordered_json j = InspectJson(resolved, reader.metadata(), !*no_verify);
+        j["stale_saves"] = nlohmann::ordered_json::array();
+        for (const StaleSave& s : stale)
+          j["stale_saves"].push_back({{"path", s.path}, {"bytes", s.bytes}, {"age_s", s.age_s}});
+        std::cout << j.dump(1) << "\n";
+      } else {
         PrintText(resolved, reader.metadata(), !*no_verify);
+        PrintStale(stale);
+      }
       std::fflush(stdout);
       return 0;
     };

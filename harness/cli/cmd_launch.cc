@@ -2,6 +2,7 @@
 // --master-port P] [--timeout S] -- CMD ARGS...`: the CLI of the launcher
 // (harness/launch/launcher.h).
 #include "harness/cli/cli.h"
+#include "harness/cli/cli_options.h"
 #include "harness/launch/launcher.h"
 
 namespace shardcheck {
@@ -17,13 +18,13 @@ void AddLaunchCommand(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<LaunchOptions>();
   cmd->add_option("--nproc,--nproc-per-node", o->nproc, "ranks to start on this node")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   cmd->add_option("--nnodes", o->nnodes, "nodes of the job, one launcher on each")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   cmd->add_option("--node-rank", o->node_rank, "this node's index in [0, --nnodes)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->add_option("--master-addr", o->master_addr,
                   "address of node 0, where global rank 0 serves the rendezvous store; needed "
                   "with --nnodes > 1 (default 127.0.0.1)");

@@ -21,15 +21,18 @@ void AddReferenceCommand(CLI::App& app, std::function<int()>& action) {
   auto threads = std::make_shared<int>(1);
   opts->Register(cmd);
   cmd->add_option("--out", *out, "output folder (created if missing)")->required();
-  cmd->add_option("--threads", *threads, "libtorch intra-op threads")->capture_default_str();
+  cmd->add_option("--threads", *threads, "libtorch intra-op threads")
+      ->capture_default_str()
+      ->check(AtLeast(1));
   cmd->callback([&action, opts, out, threads] {
     action = [opts, out, threads]() {
       at::set_num_threads(*threads);
       const OracleRunOptions run = opts->Resolve();
-      std::filesystem::create_directories(*out);
+      OutputDir dir(*out);
       ReferenceOptimizer opt = RunReferenceOnOracle(run);
       WriteFinalState(*out + "/final.safetensors", opt.GetStateDict());
       WriteJsonFile(*out + "/config.json", RunConfigJson(run, opt.step()));
+      dir.Keep();
       std::cout << "reference " << run.setup.name << " on " << run.model.name << " ("
                 << DtypeName(run.dtype) << ") on " << run.device.str() << ", " << opt.step()
                 << " steps: wrote " << *out << "/final.safetensors and " << *out

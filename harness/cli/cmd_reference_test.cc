@@ -65,10 +65,12 @@ TEST_P(ReferenceCommand, WritesFinalStateAndConfig) {
   std::filesystem::remove_all(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, ReferenceCommand,
-    testing::Combine(testing::ValuesIn(OptimizerSetup::Names()), testing::Values("fp32", "bf16")),
-    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+INSTANTIATE_TEST_SUITE_P(All, ReferenceCommand,
+                         testing::Combine(testing::ValuesIn(OptimizerSetup::Names()),
+                                          testing::Values("fp32", "bf16")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
 
 TEST(ReferenceCommandErrors, BadUsageExitsTwo) {
   EXPECT_EQ(Cli({"reference", "--optimizer", "adagrad", "--out", "/tmp/x"}), 2);

@@ -8,6 +8,7 @@
 
 #include "distributed/file_util.h"
 #include "harness/cli/cli.h"
+#include "harness/cli/cli_options.h"
 #include "harness/matrix/runner.h"
 
 namespace shardcheck {
@@ -21,7 +22,8 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
       "processes with --processes); NCCL cells, and every cell with --device cuda, run one rank "
       "process per GPU through the launcher, cells at once on disjoint GPUs. Writes "
       "DIR/<cell-id>/result.json and DIR/results.json (docs/results-schema.md). Exit 0 if every "
-      "cell passed or was skipped, 1 if one failed, 2 on a malformed scenario.");
+      "cell passed or was skipped, 1 if one failed, 3 if one errored and none failed, 2 on a "
+      "malformed scenario.");
   auto files = std::make_shared<std::vector<std::string>>();
   auto o = std::make_shared<RunnerOptions>();
   auto timeout_s = std::make_shared<double>(120.0);
@@ -31,7 +33,7 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
       "only cells matching: comma-separated key=value (id, optimizer, sharding_type, dp, "
       "resume_dp, dtype, model, scenario) or substrings of the cell id");
   cmd->add_option("--out", o->out_dir, "results folder")->capture_default_str();
-  cmd->add_option("--jobs", o->jobs, "cells run at once")->capture_default_str();
+  cmd->add_option("--jobs", o->jobs, "cells run at once")->capture_default_str()->check(AtLeast(1));
   cmd->add_flag("--quiet", o->quiet, "no live progress line");
   cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
   auto device = std::make_shared<std::string>("cpu");
@@ -44,7 +46,7 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--gpus", o->gpus,
                   "GPUs for GPU cells (default: every visible one); a cell needing more ranks is "
                   "skipped")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->callback([&action, files, o, timeout_s, device] {
     action = [=]() {
       at::set_num_threads(1);

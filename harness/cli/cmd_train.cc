@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <iostream>
 
+#include "distributed/checkpoint_format.h"
 #include "distributed/rendezvous.h"
 #include "harness/cell/dist_train.h"
 #include "harness/cell/run_files.h"
+#include "harness/cli/checkpoint_source.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/cli_options.h"
 #include "spec/device.h"
@@ -17,6 +19,27 @@
 namespace shardcheck {
 
 namespace {
+
+// Everything `train` takes besides the oracle-run options.
+struct TrainFlags {
+  OracleCliOptions run;
+  std::string out;
+  int64_t bucket_size = 0;
+  bool compare = false;
+  std::string backend = "auto";
+  double timeout_s = 120.0;
+  int threads = 1;
+  int save_at = 0;
+  std::string save_dir;
+  std::string sharding = "dp_reshardable";
+  bool sharding_given = false;
+  std::string save_sharding;
+  std::string load_dir;
+  bool allow_missing = false;
+  bool ignore_unexpected = false;
+  bool override_schedule = false;
+  bool checkpoint_schedule = false;
+};
 
 void PrintMemory(const TrainResult& r) {
   if (r.memory.empty()) return;
@@ -33,6 +56,146 @@ void PrintMemory(const TrainResult& r) {
   }
 }
 
+// The save: its step, folder (refused now if it exists, not after the
+// steps) and sharding type. A load keeps the checkpoint's type unless
+// --save-sharding-type names another; --sharding-type must then agree
+// with the checkpoint.
+void ResolveSave(const TrainFlags& f, TrainOptions& t) {
+  if (!f.save_dir.empty() && f.save_at == 0)
+    throw Error("--save-dir " + f.save_dir + " needs --save-at STEP (the step to save after)");
+  if (f.save_at < 0) throw Error("--save-at must be >= 1, got " + std::to_string(f.save_at));
+  if (f.save_at > 0 && f.save_dir.empty()) throw Error("--save-at needs --save-dir");
+  if (f.save_at > t.run.steps)
+    throw Error("--save-at " + std::to_string(f.save_at) + " is after the last step " +
+                std::to_string(t.run.steps));
+  if (!f.save_dir.empty() && std::filesystem::exists(f.save_dir))
+    throw Error("--save-dir " + f.save_dir +
+                " exists: checkpoints are never overwritten (give a new folder)");
+  t.save_at = f.save_at;
+  t.save_dir = f.save_dir;
+  t.sharding_type = ParseShardingType(f.sharding);
+  if (!t.load_dir.empty()) {
+    const ShardingType saved = CheckpointReader(t.load_dir).metadata().sharding_type;
+    if (f.sharding_given && t.sharding_type != saved)
+      throw Error("--sharding-type " + f.sharding + " differs from the checkpoint's " +
+                  ShardingTypeName(saved) + " (" + t.load_dir +
+                  "): a load reads the checkpoint's own type; to save in another one, give "
+                  "--save-sharding-type");
+    t.sharding_type = saved;
+  }
+  if (!f.save_sharding.empty()) t.sharding_type = ParseShardingType(f.save_sharding);
+}
+
+// The load: the folder (a parent of saves follows its `latest`), strictness
+// and which lr schedule wins.
+void ResolveLoad(const TrainFlags& f, TrainOptions& t) {
+  if (f.load_dir.empty()) {
+    if (f.override_schedule || f.checkpoint_schedule)
+      throw Error("--override-lr-schedule and --use-checkpoint-lr-schedule need --load");
+    return;
+  }
+  t.load_dir = ResolveCheckpointDir(f.load_dir);
+  t.load_options.allow_missing = f.allow_missing;
+  t.load_options.ignore_unexpected = f.ignore_unexpected;
+  if (f.override_schedule && f.checkpoint_schedule)
+    throw Error(
+        "--override-lr-schedule and --use-checkpoint-lr-schedule exclude each other: say which "
+        "schedule wins");
+  if (f.override_schedule) t.load_options.lr_schedule = LoadOptions::LrScheduleChoice::kRun;
+  if (f.checkpoint_schedule)
+    t.load_options.lr_schedule = LoadOptions::LrScheduleChoice::kCheckpoint;
+  const int64_t at = CheckpointReader(t.load_dir).metadata().step;
+  if (at >= t.run.steps)
+    throw Error("checkpoint " + t.load_dir + " is at step " + std::to_string(at) +
+                " and --steps is " + std::to_string(t.run.steps) +
+                ": nothing is left to run (give --steps > " + std::to_string(at) + ")");
+}
+
+TrainOptions ResolveTrain(const TrainFlags& f) {
+  TrainOptions t;
+  t.run = f.run.Resolve();
+  t.bucket_size = f.bucket_size;
+  t.compare_reference = f.compare;
+  ResolveLoad(f, t);
+  ResolveSave(f, t);
+  return t;
+}
+
+void PrintVerdict(const TrainResult& r, const std::string& out) {
+  PrintMemory(r);
+  if (r.first_mismatch)
+    std::cout << "FAIL: first mismatch at step " << r.first_mismatch->step << " on rank "
+              << r.first_mismatch->rank << ": " << r.first_mismatch->detail << "\n";
+  else if (r.compared)
+    std::cout << "PASS: bitwise equal to the reference at every step\n";
+  std::cout << "wrote " << out << "/result.json, final.safetensors, config.json\n";
+}
+
+int Train(const TrainFlags& f) {
+  at::set_num_threads(f.threads);
+  const TrainOptions t = ResolveTrain(f);
+  const int world = DistEnvFromEnvironment().world_size;
+  if (t.run.micro_batches % world != 0)
+    throw Error("DP size " + std::to_string(world) +
+                " (the launcher's world size) does not divide "
+                "--micro-batches " +
+                std::to_string(t.run.micro_batches) +
+                ": every rank takes the same number of micro-batches");
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  std::unique_ptr<Communicator> comm =
+      ConnectFromEnvironment(BackendFor(t.run.device, f.backend), timeout);
+  const bool root = comm->rank() == 0;
+  std::optional<OutputDir> out;
+  if (root) {
+    out.emplace(f.out);
+    std::cout << "train " << t.run.setup.name << " on " << t.run.model.name << " ("
+              << DtypeName(t.run.dtype) << "), dp " << comm->size() << ", backend "
+              << comm->backend() << ", device " << t.run.device.str() << ", " << t.run.steps
+              << " steps\n";
+  }
+  TrainResult r = RunDistributed(t, *comm, root ? &std::cout : nullptr);
+  if (root) {
+    WriteJsonFile(f.out + "/result.json", TrainResultJson(t, comm->size(), r));
+    WriteFinalState(f.out + "/final.safetensors", r.final_state);
+    WriteJsonFile(f.out + "/config.json", RunConfigJson(t.run, r.final_state.step));
+    out->Keep();
+    PrintVerdict(r, f.out);
+  }
+  comm->Barrier();
+  return r.ok ? 0 : 1;
+}
+
+void RegisterSaveAndLoad(CLI::App* cmd, TrainFlags& f) {
+  cmd->add_option("--save-at", f.save_at, "save a checkpoint after this step (0: never)");
+  cmd->add_option("--save-dir", f.save_dir, "checkpoint folder to create (must not exist)");
+  cmd->add_option_function<std::string>(
+         "--sharding-type",
+         [&f](const std::string& v) {
+           f.sharding = v;
+           f.sharding_given = true;
+         },
+         "dp_reshardable (default) | fully_reshardable | dp_zero_gather_scatter | "
+         "fully_sharded_model_space; with --load it must be the checkpoint's")
+      ->type_name("TYPE");
+  cmd->add_option("--save-sharding-type", f.save_sharding,
+                  "the type of this run's save when it differs from --sharding-type or, with "
+                  "--load, from the loaded checkpoint's");
+  cmd->add_option("--load", f.load_dir,
+                  "load this checkpoint first (a folder of saves: its `latest`) at this run's DP "
+                  "size and continue to --steps");
+  cmd->add_flag("--allow-missing", f.allow_missing,
+                "loading: state tensors the checkpoint lacks start from zero (default: strict)");
+  cmd->add_flag("--ignore-unexpected", f.ignore_unexpected,
+                "loading: skip checkpoint tensors this optimizer does not use (default: strict)");
+  cmd->add_flag("--override-lr-schedule", f.override_schedule,
+                "loading: keep this run's lr schedule when the checkpoint's differs (Megatron's "
+                "--override-opt_param-scheduler)");
+  cmd->add_flag(
+      "--use-checkpoint-lr-schedule", f.checkpoint_schedule,
+      "loading: continue with the checkpoint's lr schedule when it differs from this run's "
+      "(Megatron's --use-checkpoint-opt_param-scheduler)");
+}
+
 }  // namespace
 
 void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
@@ -42,108 +205,25 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
       "launch --nproc N --`, torchrun, srun or mpirun). With --compare-reference every rank runs "
       "the reference beside it and compares its shard and the gathered params bytewise after "
       "every step. Rank 0 writes DIR/result.json, DIR/final.safetensors and DIR/config.json.");
-  auto opts = std::make_shared<OracleCliOptions>();
-  auto out = std::make_shared<std::string>();
-  auto bucket_size = std::make_shared<int64_t>(0);
-  auto compare = std::make_shared<bool>(false);
-  auto backend = std::make_shared<std::string>("auto");
-  auto timeout_s = std::make_shared<double>(120.0);
-  auto threads = std::make_shared<int>(1);
-  auto save_at = std::make_shared<int>(0);
-  auto save_dir = std::make_shared<std::string>();
-  auto sharding = std::make_shared<std::string>("dp_reshardable");
-  auto load_dir = std::make_shared<std::string>();
-  auto allow_missing = std::make_shared<bool>(false);
-  auto ignore_unexpected = std::make_shared<bool>(false);
-  auto override_schedule = std::make_shared<bool>(false);
-  auto checkpoint_schedule = std::make_shared<bool>(false);
-  opts->Register(cmd);
-  cmd->add_option("--save-at", *save_at, "save a checkpoint after this step (0: never)");
-  cmd->add_option("--save-dir", *save_dir, "checkpoint folder to create (must not exist)");
-  cmd->add_option("--sharding-type", *sharding,
-                  "dp_reshardable | fully_reshardable | dp_zero_gather_scatter | "
-                  "fully_sharded_model_space")
-      ->capture_default_str();
-  cmd->add_option("--load", *load_dir,
-                  "load this checkpoint first (at this run's DP size) and continue to --steps");
-  cmd->add_flag("--allow-missing", *allow_missing,
-                "loading: state tensors the checkpoint lacks start from zero (default: strict)");
-  cmd->add_flag("--ignore-unexpected", *ignore_unexpected,
-                "loading: skip checkpoint tensors this optimizer does not use (default: strict)");
-  cmd->add_flag("--override-lr-schedule", *override_schedule,
-                "loading: keep this run's lr schedule when the checkpoint's differs (Megatron's "
-                "--override-opt_param-scheduler)");
-  cmd->add_flag(
-      "--use-checkpoint-lr-schedule", *checkpoint_schedule,
-      "loading: continue with the checkpoint's lr schedule when it differs from this run's "
-      "(Megatron's --use-checkpoint-opt_param-scheduler)");
-  cmd->add_option("--out", *out, "output folder (rank 0 writes it)")->required();
-  cmd->add_option("--bucket-size", *bucket_size, "bucket size in elements (0: one bucket)")
-      ->capture_default_str();
-  cmd->add_flag("--compare-reference", *compare,
+  auto f = std::make_shared<TrainFlags>();
+  f->run.Register(cmd);
+  RegisterSaveAndLoad(cmd, *f);
+  cmd->add_option("--out", f->out, "output folder (rank 0 writes it)")->required();
+  cmd->add_option("--bucket-size", f->bucket_size, "bucket size in elements (0: one bucket)")
+      ->capture_default_str()
+      ->check(AtLeast(0));
+  cmd->add_flag("--compare-reference", f->compare,
                 "run the reference beside it and compare bytewise after every step");
-  cmd->add_option("--backend", *backend,
+  cmd->add_option("--backend", f->backend,
                   "gloo | nccl | auto (the device's: nccl on cuda, gloo on cpu)")
       ->capture_default_str();
-  cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
-  cmd->add_option("--threads", *threads, "libtorch intra-op threads per rank")
-      ->capture_default_str();
-  cmd->callback([&action, opts, out, bucket_size, compare, backend, timeout_s, threads, save_at,
-                 save_dir, sharding, load_dir, allow_missing, ignore_unexpected, override_schedule,
-                 checkpoint_schedule] {
-    action = [=]() {
-      at::set_num_threads(*threads);
-      TrainOptions t;
-      t.run = opts->Resolve();
-      t.bucket_size = *bucket_size;
-      t.compare_reference = *compare;
-      t.save_at = *save_at;
-      t.save_dir = *save_dir;
-      t.sharding_type = ParseShardingType(*sharding);
-      if (t.save_at > 0 && t.save_dir.empty()) throw Error("--save-at needs --save-dir");
-      if (t.save_at > t.run.steps)
-        throw Error("--save-at " + std::to_string(t.save_at) + " is after the last step " +
-                    std::to_string(t.run.steps));
-      t.load_dir = *load_dir;
-      t.load_options.allow_missing = *allow_missing;
-      t.load_options.ignore_unexpected = *ignore_unexpected;
-      if (*override_schedule && *checkpoint_schedule)
-        throw Error(
-            "--override-lr-schedule and --use-checkpoint-lr-schedule exclude each other: say which "
-            "schedule wins");
-      if ((*override_schedule || *checkpoint_schedule) && t.load_dir.empty())
-        throw Error("--override-lr-schedule and --use-checkpoint-lr-schedule need --load");
-      if (*override_schedule) t.load_options.lr_schedule = LoadOptions::LrScheduleChoice::kRun;
-      if (*checkpoint_schedule)
-        t.load_options.lr_schedule = LoadOptions::LrScheduleChoice::kCheckpoint;
-      const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
-      std::unique_ptr<Communicator> comm =
-          ConnectFromEnvironment(BackendFor(t.run.device, *backend), timeout);
-      const bool root = comm->rank() == 0;
-      if (root) {
-        std::filesystem::create_directories(*out);
-        std::cout << "train " << t.run.setup.name << " on " << t.run.model.name << " ("
-                  << DtypeName(t.run.dtype) << "), dp " << comm->size() << ", backend "
-                  << comm->backend() << ", device " << t.run.device.str() << ", " << t.run.steps
-                  << " steps\n";
-      }
-      TrainResult r = RunDistributed(t, *comm, root ? &std::cout : nullptr);
-      if (root) {
-        WriteJsonFile(*out + "/result.json", TrainResultJson(t, comm->size(), r));
-        WriteFinalState(*out + "/final.safetensors", r.final_state);
-        WriteJsonFile(*out + "/config.json", RunConfigJson(t.run, r.final_state.step));
-        PrintMemory(r);
-        if (r.first_mismatch)
-          std::cout << "FAIL: first mismatch at step " << r.first_mismatch->step << " on rank "
-                    << r.first_mismatch->rank << ": " << r.first_mismatch->detail << "\n";
-        else if (r.compared)
-          std::cout << "PASS: bitwise equal to the reference at every step\n";
-        std::cout << "wrote " << *out << "/result.json, final.safetensors, config.json\n";
-      }
-      comm->Barrier();
-      return r.ok ? 0 : 1;
-    };
-  });
+  cmd->add_option("--timeout", f->timeout_s, "collective timeout in seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", f->threads, "libtorch intra-op threads per rank")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  cmd->callback([&action, f] { action = [f]() { return Train(*f); }; });
 }
 
 }  // namespace shardcheck

@@ -488,7 +488,8 @@ int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& o) 
       "\n%d passed, %d failed, %d errored, %d skipped of %zu cells in %.1fs; results in "
       "%s/results.json\n",
       n.passed, n.failed, n.errored, n.skipped, cells.size(), Seconds(t0), o.out_dir.c_str());
-  return (n.failed + n.errored) == 0 ? 0 : 1;
+  // docs/reliability.md, "Exit codes": a failed check wins over an error.
+  return n.failed > 0 ? 1 : (n.errored > 0 ? 3 : 0);
 }
 
 }  // namespace shardcheck

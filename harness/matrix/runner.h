@@ -55,8 +55,8 @@ nlohmann::ordered_json EnvironmentJson(const std::string& backend);
 
 // Loads every scenario (all are validated before anything runs), runs the
 // matching cells, prints progress and a final table to stdout. Returns the
-// exit code: 0 every cell passed or was skipped, 1 a cell failed or
-// errored, 2 bad input.
+// exit code: 0 every cell passed or was skipped, 1 a cell failed, 3 a cell
+// errored and none failed (2, bad input, is thrown as Error).
 int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& options);
 
 }  // namespace shardcheck
