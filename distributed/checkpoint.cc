@@ -15,6 +15,7 @@
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
 #include "spec/config_json.h"
+#include "spec/device.h"
 #include "spec/error.h"
 #include "spec/schema.h"
 
@@ -79,12 +80,6 @@ std::vector<std::string> GatherStrings(Communicator& comm, const std::string& s,
     out.emplace_back(static_cast<const char*>(t.data_ptr()) + 8, static_cast<size_t>(k));
   }
   return out;
-}
-
-// A host copy of an optimizer tensor (on the CPU or a GPU): checkpoints are
-// written from host memory.
-at::Tensor HostCopy(const at::Tensor& t) {
-  return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
 }
 
 // This rank's shard of bucket b (gaps and padding zero) for kind index ki

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "spec/device.h"
+
 namespace shardcheck {
 
 namespace {
@@ -38,7 +40,7 @@ StateDict GatherModelSpace(DistributedOptimizer& opt, int root) {
     sd.step = opt.step();
     sd.groups = GroupRecords(children, params);
     for (size_t i = 0; i < params.size(); ++i)
-      sd.tensors[ParamKey(params[i].name)] = opt.ModelParam(static_cast<int>(i)).to(at::kCPU, false, /*copy=*/true);
+      sd.tensors[ParamKey(params[i].name)] = HostCopy(opt.ModelParam(static_cast<int>(i)));
   }
   // One gather per (child, kind): pieces padded to the largest rank's size.
   for (size_t c = 0; c < children.size(); ++c) {

@@ -20,13 +20,6 @@
 namespace shardcheck {
 namespace {
 
-std::vector<std::string> ElementwiseKinds() {
-  std::vector<std::string> out;
-  for (const OptimizerEntry* e : Optimizers())
-    if (e->spec.placement == Placement::kElementwise) out.push_back(e->spec.name);
-  return out;
-}
-
 #ifdef SHARDCHECK_BUILT_WITH_CUDA
 int64_t Numel() {
   const char* env = std::getenv("SHARDCHECK_GPU_TEST_NUMEL");
@@ -91,7 +84,8 @@ TEST_P(CudaKernel, BitwiseEqualToTheCpuLoop) {
 #endif
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, CudaKernel, testing::ValuesIn(ElementwiseKinds()),
+INSTANTIATE_TEST_SUITE_P(Registry, CudaKernel,
+                         testing::ValuesIn(OptimizerSetup::ElementwiseNames()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -5,17 +5,10 @@
 #include <set>
 
 #include "reference/registry.h"
+#include "spec/device.h"
 #include "spec/error.h"
 
 namespace shardcheck {
-
-namespace {
-
-at::Tensor HostCopy(const at::Tensor& t) {
-  return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
-}
-
-}  // namespace
 
 double GlobalGradNorm(const std::vector<at::Tensor>& grads) {
   double sumsq = 0.0;

@@ -31,6 +31,13 @@ int CudaIndexFor(int local_rank);
 // CUDA device turns cuBLAS's TF32 off for the process (fp32 matmuls stay fp32).
 at::Device ResolveDevice(DeviceKind kind, int local_rank = 0);
 
+// A host copy of `t`, wherever it lives (always a copy, also of a CPU
+// tensor): checkpoints, state dicts and final states are written from host
+// memory.
+inline at::Tensor HostCopy(const at::Tensor& t) {
+  return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+}
+
 // The communicator backend that goes with a device: "nccl" for CUDA, "gloo"
 // for the CPU; an explicit `backend` other than "auto" is kept.
 std::string BackendFor(const at::Device& device, const std::string& backend);

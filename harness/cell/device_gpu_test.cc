@@ -33,13 +33,6 @@ namespace {
                   "preset (ci/setup-cuda)"
 #endif
 
-std::vector<std::string> ElementwiseKinds() {
-  std::vector<std::string> out;
-  for (const OptimizerEntry* e : Optimizers())
-    if (e->spec.placement == Placement::kElementwise) out.push_back(e->spec.name);
-  return out;
-}
-
 // Every named setup whose kinds this build can launch on CUDA (the
 // test-only kinds register a CPU loop alone); every setup where CUDA is
 // absent, so that each reports skipped.
@@ -111,7 +104,7 @@ TEST_P(ReferenceOnCuda, BitwiseEqualToTheCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, ReferenceOnCuda,
-                         testing::Combine(testing::ValuesIn(ElementwiseKinds()),
+                         testing::Combine(testing::ValuesIn(OptimizerSetup::ElementwiseNames()),
                                           testing::Values(at::kFloat, at::kBFloat16)),
                          [](const auto& info) {
                            return std::get<0>(info.param) +

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "distributed/checkpoint_format.h"
 #include "distributed/rendezvous.h"
@@ -60,7 +61,8 @@ void PrintMemory(const TrainResult& r) {
 // steps) and sharding type. A load keeps the checkpoint's type unless
 // --save-sharding-type names another; --sharding-type must then agree
 // with the checkpoint.
-void ResolveSave(const TrainFlags& f, TrainOptions& t) {
+void ResolveSave(const TrainFlags& f, const std::optional<CheckpointMetadata>& loaded,
+                 TrainOptions& t) {
   if (!f.save_dir.empty() && f.save_at == 0)
     throw Error("--save-dir " + f.save_dir + " needs --save-at STEP (the step to save after)");
   if (f.save_at < 0) throw Error("--save-at must be >= 1, got " + std::to_string(f.save_at));
@@ -74,8 +76,8 @@ void ResolveSave(const TrainFlags& f, TrainOptions& t) {
   t.save_at = f.save_at;
   t.save_dir = f.save_dir;
   t.sharding_type = ParseShardingType(f.sharding);
-  if (!t.load_dir.empty()) {
-    const ShardingType saved = CheckpointReader(t.load_dir).metadata().sharding_type;
+  if (loaded) {
+    const ShardingType saved = loaded->sharding_type;
     if (f.sharding_given && t.sharding_type != saved)
       throw Error("--sharding-type " + f.sharding + " differs from the checkpoint's " +
                   ShardingTypeName(saved) + " (" + t.load_dir +
@@ -87,12 +89,13 @@ void ResolveSave(const TrainFlags& f, TrainOptions& t) {
 }
 
 // The load: the folder (a parent of saves follows its `latest`), strictness
-// and which lr schedule wins.
-void ResolveLoad(const TrainFlags& f, TrainOptions& t) {
+// and which lr schedule wins. Returns the checkpoint's metadata (none
+// without --load).
+std::optional<CheckpointMetadata> ResolveLoad(const TrainFlags& f, TrainOptions& t) {
   if (f.load_dir.empty()) {
     if (f.override_schedule || f.checkpoint_schedule)
       throw Error("--override-lr-schedule and --use-checkpoint-lr-schedule need --load");
-    return;
+    return std::nullopt;
   }
   t.load_dir = ResolveCheckpointDir(f.load_dir);
   t.load_options.allow_missing = f.allow_missing;
@@ -104,11 +107,13 @@ void ResolveLoad(const TrainFlags& f, TrainOptions& t) {
   if (f.override_schedule) t.load_options.lr_schedule = LoadOptions::LrScheduleChoice::kRun;
   if (f.checkpoint_schedule)
     t.load_options.lr_schedule = LoadOptions::LrScheduleChoice::kCheckpoint;
-  const int64_t at = CheckpointReader(t.load_dir).metadata().step;
+  CheckpointMetadata loaded = CheckpointReader(t.load_dir).metadata();
+  const int64_t at = loaded.step;
   if (at >= t.run.steps)
     throw Error("checkpoint " + t.load_dir + " is at step " + std::to_string(at) +
                 " and --steps is " + std::to_string(t.run.steps) +
                 ": nothing is left to run (give --steps > " + std::to_string(at) + ")");
+  return loaded;
 }
 
 TrainOptions ResolveTrain(const TrainFlags& f) {
@@ -116,8 +121,8 @@ TrainOptions ResolveTrain(const TrainFlags& f) {
   t.run = f.run.Resolve();
   t.bucket_size = f.bucket_size;
   t.compare_reference = f.compare;
-  ResolveLoad(f, t);
-  ResolveSave(f, t);
+  const std::optional<CheckpointMetadata> loaded = ResolveLoad(f, t);
+  ResolveSave(f, loaded, t);
   return t;
 }
 

@@ -59,19 +59,12 @@ Result LaunchWith(LaunchOptions o) {
 }
 
 Result LaunchSh(int nproc, const std::string& script, double timeout_s = 0, double grace_s = 5) {
-  Capture out;
-  Capture err;
   LaunchOptions o;
   o.nproc = nproc;
   o.command = {"/bin/sh", "-c", script};
   o.timeout_s = timeout_s;
   o.grace_s = grace_s;
-  o.out_fd = out.fd();
-  o.err_fd = err.fd();
-  const auto start = std::chrono::steady_clock::now();
-  const int code = Launch(o);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {code, out.Text(), err.Text(), s};
+  return LaunchWith(o);
 }
 
 bool Has(const std::string& text, const std::string& part) {
