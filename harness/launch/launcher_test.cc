@@ -28,6 +28,7 @@ class Capture {
     unlink(path_.c_str());
   }
   int fd() const { return fd_; }
+  const std::string& Path() const { return path_; }
   std::string Text() const {
     std::ifstream in(path_);
     std::stringstream ss;
@@ -104,10 +105,15 @@ TEST(Launcher, NodeOfSeveralGetsGlobalRanksAndItsPrefix) {
   o.node_rank = 1;
   o.master_addr = "10.1.2.3";
   o.port = 29555;
-  o.command = {
-      "/bin/sh", "-c",
-      "echo \"r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK lw=$LOCAL_WORLD_SIZE g=$GROUP_RANK "
-      "gw=$GROUP_WORLD_SIZE a=$MASTER_ADDR p=$MASTER_PORT\"; [ $LOCAL_RANK = 0 ] || exit 5"};
+  // Local rank 1 fails only once local rank 0 has printed (a marker file),
+  // so the launcher's stop cannot cut rank 0's line short.
+  Capture marker;
+  o.command = {"/bin/sh", "-c",
+               "echo \"r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK lw=$LOCAL_WORLD_SIZE g=$GROUP_RANK "
+               "gw=$GROUP_WORLD_SIZE a=$MASTER_ADDR p=$MASTER_PORT\"; "
+               "if [ $LOCAL_RANK = 0 ]; then echo x >> \"$0\"; exit 0; fi; "
+               "while [ ! -s \"$0\" ]; do sleep 0.01; done; exit 5",
+               marker.Path()};
   const Result r = LaunchWith(o);
   EXPECT_TRUE(Has(r.out, "[node 1 rank 2] r=2 w=6 l=0 lw=2 g=1 gw=3 a=10.1.2.3 p=29555\n"))
       << r.out;
@@ -217,11 +223,14 @@ TEST(Launcher, AllRanksSucceedingGivesZero) {
 }
 
 TEST(Launcher, ForwardsSigtermToRanks) {
-  std::thread sender([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    kill(getpid(), SIGTERM);  // Launch's handler is installed by then
+  // Launch installs its handler before it starts a rank, so once a rank has
+  // written the marker the signal is Launch's to forward.
+  Capture marker;
+  std::thread sender([&marker] {
+    while (marker.Text().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kill(getpid(), SIGTERM);
   });
-  const Result r = LaunchSh(2, "sleep 30");
+  const Result r = LaunchSh(2, "echo x >> " + marker.Path() + "; sleep 30");
   sender.join();
   EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
   EXPECT_TRUE(Has(r.err, "received SIGTERM; passing it to the ranks")) << r.err;
