@@ -22,6 +22,7 @@ ALLOWED = {
     "harness/cell": ["spec", "kernels", "optimizers", "reference", "distributed", "testing", "harness/models"],
     "harness/matrix": ["spec", "distributed", "testing", "harness/models", "harness/cell"],
     "harness/launch": ["spec", "distributed", "testing"],
+    "fuzz": ["spec", "distributed", "testing", "harness/matrix"],
     "bench": ["spec", "kernels", "optimizers", "reference", "distributed", "testing",
               "harness/models", "harness/cell"],
     "harness/cli": ["spec", "reference", "distributed", "testing", "harness/models", "harness/cell",

@@ -48,6 +48,26 @@ add_test(NAME cli.contract
           $<TARGET_FILE:shardcheck> ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.contract PROPERTIES LABELS "reliability;unit" TIMEOUT 300 PROCESSORS 2)
 
+# Malformed scenario files: each refused with exit code 2 and one FILE:LINE:COLUMN
+# line; the anchor/alias/merge-key files of valid_scenarios/ list their cells.
+add_test(NAME scenario.malformed_corpus
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/matrix/malformed_scenarios_test.py
+          $<TARGET_FILE:shardcheck> ${PROJECT_SOURCE_DIR}/harness/matrix/malformed_scenarios
+          ${PROJECT_SOURCE_DIR}/harness/matrix/valid_scenarios)
+set_tests_properties(scenario.malformed_corpus PROPERTIES LABELS "reliability;unit" TIMEOUT 300 PROCESSORS 2)
+
+# Faults injected through failpoints into launched train runs
+# (harness/launch/fault_injection_test.py; docs/reliability.md): crashes at
+# every save phase of every sharding type, dead and stuck ranks, a full disk
+# (a tmpfs: root only, exit 77 = skipped with the reason), interrupts.
+foreach(group crash_during_save dead_ranks disk_full interrupts)
+  add_test(NAME reliability.${group}
+    COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/launch/fault_injection_test.py
+            $<TARGET_FILE:shardcheck> ${group})
+  set_tests_properties(reliability.${group} PROPERTIES LABELS "reliability;distributed"
+    TIMEOUT 600 PROCESSORS 2 SKIP_RETURN_CODE 77)
+endforeach()
+
 # The reference's output read with the Python standard library alone.
 add_test(NAME cli.reference_header_python
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/cli/reference_header_test.py

@@ -13,10 +13,12 @@
 #include <sstream>
 
 #include "distributed/file_util.h"
+#include "distributed/hyperparam_diff.h"
 #include "distributed/safetensors.h"
 #include "spec/config_json.h"
 #include "spec/device.h"
 #include "spec/error.h"
+#include "spec/failpoint.h"
 #include "spec/schema.h"
 
 namespace shardcheck {
@@ -47,21 +49,31 @@ std::string MainKind(ShardingType type) {
 }
 
 // Runs `fn` on every rank; if it threw on any rank, every rank throws: the
-// failing rank its own message, the others one naming the first failing rank.
+// failing rank its own message, the others one naming the first failing
+// rank, all with that rank's error kind (so a full disk on one rank is an
+// environment failure everywhere).
 void Agree(Communicator& comm, const std::string& what, const std::function<void()>& fn) {
   std::string err;
+  ErrorKind kind = ErrorKind::kInput;
   try {
     fn();
+  } catch (const Error& e) {
+    err = e.what();
+    kind = e.kind();
   } catch (const std::exception& e) {
     err = e.what();
+    kind = ErrorKind::kEnvironment;
   }
   // The lowest failing rank, as the max of negated ranks (-size: none).
   at::Tensor lowest = at::full({1}, err.empty() ? -comm.size() : -comm.rank(), at::kLong);
   comm.AllReduce(lowest, ReduceOp::kMax);
   const int64_t failing = -lowest.item<int64_t>();
   if (failing >= comm.size()) return;
-  if (!err.empty()) throw Error(err + " [rank " + std::to_string(comm.rank()) + "]");
-  throw Error(what + " failed on rank " + std::to_string(failing) + " (see its error)");
+  at::Tensor failing_kind = at::full({1}, static_cast<int64_t>(kind), at::kLong);
+  comm.Broadcast(failing_kind, static_cast<int>(failing));
+  kind = static_cast<ErrorKind>(failing_kind.item<int64_t>());
+  if (!err.empty()) throw Error(err + " [rank " + std::to_string(comm.rank()) + "]", kind);
+  throw Error(what + " failed on rank " + std::to_string(failing) + " (see its error)", kind);
 }
 
 // Gathers one string per rank to `root` (others get an empty vector).
@@ -225,19 +237,11 @@ CheckpointMetadata CommonMetadata(const DistributedOptimizer& opt, ShardingType 
   return m;
 }
 
-}  // namespace
-
-void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingType type) {
-  Communicator& comm = opt.comm();
-  const int rank = comm.rank();
-  std::string path = dir;
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const fs::path target = fs::absolute(path);
-  const fs::path parent = target.parent_path();
-
-  // Rank 0 decides whether the target exists and picks the temporary name.
+// Rank 0 checks that `target` does not exist and creates the temporary
+// folder "<target>.tmp-<id>" beside it; every rank gets its path.
+fs::path ClaimTemporary(Communicator& comm, const fs::path& target) {
   at::Tensor decision = at::zeros({2}, at::kLong);
-  if (rank == 0) {
+  if (comm.rank() == 0) {
     decision[0] = fs::exists(target) ? 1 : 0;
     const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
     decision[1] = static_cast<int64_t>((static_cast<uint64_t>(::getpid()) << 32) ^
@@ -252,77 +256,137 @@ void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingT
   id << std::hex << decision[1].item<int64_t>();
   const fs::path tmp = target.string() + ".tmp-" + id.str();
   Agree(comm, "creating " + tmp.string(), [&] {
-    if (rank != 0) return;
-    fs::create_directories(parent);
+    if (comm.rank() != 0) return;
+    fs::create_directories(target.parent_path());
     if (!fs::create_directory(tmp)) throw Error("cannot create " + tmp.string() + ": it exists");
   });
+  return tmp;
+}
 
-  std::vector<Pending> chunks = BuildChunks(opt, type);
-  nlohmann::json records = nlohmann::json::array();
-  Agree(comm, "writing " + tmp.string(), [&] {
-    if (chunks.empty()) return;
-    const std::string file = RankFileName(rank);
-    std::vector<std::pair<std::string, at::Tensor>> tensors;
-    for (const Pending& c : chunks) tensors.push_back({c.key, c.data});
-    WriteSafetensors((tmp / file).string(), tensors,
-                     {{"format", kCheckpointFormatName}, {"rank", std::to_string(rank)}});
-    const SafetensorsFile header = ReadSafetensorsHeader((tmp / file).string());
-    for (const Pending& c : chunks) {
-      const SafetensorsEntry* e = nullptr;
-      for (const auto& entry : header.entries)
-        if (entry.name == c.key) e = &entry;
-      if (!e) throw Error("written file " + file + " lacks " + c.key);
-      records.push_back(
-          {{"key", c.key},
-           {"dtype", SafetensorsDtype(c.data.scalar_type())},
-           {"shape", c.shape},
-           {"offset", c.offset},
-           {"numel", c.data.numel()},
-           {"file", file},
-           {"name", c.key},
-           {"byte_range", {header.DataOffset() + e->begin, header.DataOffset() + e->end}},
-           {"xxh3", Xxh3Hex(c.data.data_ptr(), e->end - e->begin)}});
+// Writes this rank's file into `tmp` and returns what metadata.json records
+// of it: {"file": name, "record": FileRecord, "chunks": [chunk records]}.
+nlohmann::json WriteRankFile(const fs::path& tmp, int rank, const std::vector<Pending>& chunks) {
+  const std::string file = RankFileName(rank);
+  const std::string path = (tmp / file).string();
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const Pending& c : chunks) tensors.push_back({c.key, c.data});
+  WriteSafetensors(path, tensors,
+                   {{"format", kCheckpointFormatName}, {"rank", std::to_string(rank)}},
+                   [rank] { Failpoint("save.rank_file_partial", rank); });
+  Failpoint("save.after_rank_file", rank);
+  const SafetensorsFile header = ReadSafetensorsHeader(path);
+  const FileRecord f = RecordFile(path);
+  nlohmann::json out = {
+      {"file", file},
+      {"record",
+       {{"bytes", f.bytes}, {"header_bytes", f.header_bytes}, {"header_xxh3", f.header_xxh3}}},
+      {"chunks", nlohmann::json::array()}};
+  for (const Pending& c : chunks) {
+    const SafetensorsEntry* e = nullptr;
+    for (const auto& entry : header.entries)
+      if (entry.name == c.key) e = &entry;
+    if (!e) throw Error("written file " + file + " lacks " + c.key);
+    out["chunks"].push_back(
+        {{"key", c.key},
+         {"dtype", SafetensorsDtype(c.data.scalar_type())},
+         {"shape", c.shape},
+         {"offset", c.offset},
+         {"numel", c.data.numel()},
+         {"name", c.key},
+         {"byte_range", {header.DataOffset() + e->begin, header.DataOffset() + e->end}},
+         {"xxh3", Xxh3Hex(c.data.data_ptr(), e->end - e->begin)}});
+  }
+  return out;
+}
+
+// Adds every rank's file and chunks (as WriteRankFile returned them; "" for
+// a rank that wrote nothing) to `m`, and checks that each tensor is covered
+// exactly once.
+void AddRankFiles(CheckpointMetadata& m, const std::vector<std::string>& per_rank) {
+  for (const std::string& s : per_rank) {
+    if (s.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(s);
+    const std::string file = j.at("file").get<std::string>();
+    const auto& fr = j.at("record");
+    m.files[file] = {fr.at("bytes").get<uint64_t>(), fr.at("header_bytes").get<uint64_t>(),
+                     fr.at("header_xxh3").get<std::string>()};
+    for (const auto& r : j.at("chunks")) {
+      TensorRecord& t = m.tensors[r.at("key").get<std::string>()];
+      t.key = r.at("key").get<std::string>();
+      t.dtype = ParseSafetensorsDtype(r.at("dtype").get<std::string>());
+      t.shape = r.at("shape").get<std::vector<int64_t>>();
+      const auto br = r.at("byte_range").get<std::vector<uint64_t>>();
+      t.chunks.push_back({r.at("offset").get<int64_t>(), r.at("numel").get<int64_t>(), file,
+                          r.at("name").get<std::string>(), br[0], br[1],
+                          r.at("xxh3").get<std::string>()});
     }
-  });
-  const std::vector<std::string> all = GatherStrings(comm, records.dump(), 0);
-  Agree(comm, "committing " + target.string(), [&] {
-    if (rank != 0) return;
-    CheckpointMetadata m = CommonMetadata(opt, type);
-    for (const std::string& s : all) {
-      for (const auto& r : nlohmann::json::parse(s)) {
-        TensorRecord& t = m.tensors[r.at("key").get<std::string>()];
-        t.key = r.at("key").get<std::string>();
-        t.dtype = ParseSafetensorsDtype(r.at("dtype").get<std::string>());
-        t.shape = r.at("shape").get<std::vector<int64_t>>();
-        const auto br = r.at("byte_range").get<std::vector<uint64_t>>();
-        t.chunks.push_back({r.at("offset").get<int64_t>(), r.at("numel").get<int64_t>(),
-                            r.at("file").get<std::string>(), r.at("name").get<std::string>(), br[0],
-                            br[1], r.at("xxh3").get<std::string>()});
-      }
+  }
+  for (auto& [key, t] : m.tensors) {
+    std::sort(t.chunks.begin(), t.chunks.end(),
+              [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
+    int64_t covered = 0;
+    for (const ChunkRecord& c : t.chunks) {
+      if (c.offset != covered)
+        throw Error("save of " + key + " leaves a gap or overlap at element " +
+                    std::to_string(covered));
+      covered += c.numel;
     }
-    // Every tensor must be covered exactly once.
-    for (auto& [key, t] : m.tensors) {
-      std::sort(t.chunks.begin(), t.chunks.end(),
-                [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
-      int64_t covered = 0;
-      for (const ChunkRecord& c : t.chunks) {
-        if (c.offset != covered)
-          throw Error("save of " + key + " leaves a gap or overlap at element " +
-                      std::to_string(covered));
-        covered += c.numel;
-      }
-      if (covered != t.Numel())
-        throw Error("save of " + key + " covers " + std::to_string(covered) + " of " +
-                    std::to_string(t.Numel()) + " elements");
+    if (covered != t.Numel())
+      throw Error("save of " + key + " covers " + std::to_string(covered) + " of " +
+                  std::to_string(t.Numel()) + " elements");
+  }
+}
+
+// Rank 0's commit: metadata.json into `tmp`, the rename to `target` (never
+// replacing), the parent's fsync, then `latest`. Sets `renamed` once the
+// checkpoint is committed.
+void Commit(const CheckpointMetadata& m, const fs::path& tmp, const fs::path& target,
+            bool& renamed) {
+  Failpoint("save.before_metadata", 0);
+  WriteFileAtomic((tmp / kMetadataFile).string(), MetadataFileText(m));
+  Failpoint("save.before_rename", 0);
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0)
+    throw Error(
+        "cannot rename " + tmp.string() + " to " + target.string() + ": " + std::strerror(errno),
+        errno == EEXIST ? ErrorKind::kInput : ErrorKind::kEnvironment);
+  renamed = true;
+  FsyncDir(target.parent_path().string());
+  Failpoint("save.before_latest", 0);
+  WriteFileAtomic((target.parent_path() / "latest").string(), target.filename().string() + "\n");
+}
+
+}  // namespace
+
+void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingType type) {
+  Communicator& comm = opt.comm();
+  const int rank = comm.rank();
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const fs::path target = fs::absolute(path);
+  const fs::path tmp = ClaimTemporary(comm, target);
+  bool renamed = false;
+  try {
+    std::vector<Pending> chunks = BuildChunks(opt, type);
+    std::string written;
+    Agree(comm, "writing " + tmp.string(), [&] {
+      if (!chunks.empty()) written = WriteRankFile(tmp, rank, chunks).dump();
+    });
+    const std::vector<std::string> all = GatherStrings(comm, written, 0);
+    Agree(comm, "committing " + target.string(), [&] {
+      if (rank != 0) return;
+      CheckpointMetadata m = CommonMetadata(opt, type);
+      AddRankFiles(m, all);
+      Commit(m, tmp, target, renamed);
+    });
+  } catch (...) {
+    // Nothing half-written stays behind a failed save (a crashed process
+    // leaves its .tmp- folder to `shardcheck gc`).
+    if (rank == 0 && !renamed) {
+      std::error_code ignored;
+      fs::remove_all(tmp, ignored);
     }
-    WriteFileAtomic((tmp / kMetadataFile).string(), m.ToJson().dump(1) + "\n");
-    // Never replaces: a folder that appeared since the check makes the save fail.
-    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0)
-      throw Error("cannot rename " + tmp.string() + " to " + target.string() + ": " +
-                  std::strerror(errno));
-    FsyncDir(parent.string());
-    WriteFileAtomic((parent / "latest").string(), target.filename().string() + "\n");
-  });
+    throw;
+  }
 }
 
 std::set<std::string> ExpectedCheckpointKeys(const DistributedOptimizer& opt, ShardingType type) {
@@ -572,8 +636,10 @@ std::pair<std::string, int64_t> Locate(const DistributedOptimizer& opt, const Ch
 
 }  // namespace
 
-void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir, const LoadOptions& options) {
+std::vector<std::string> LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir,
+                                        const LoadOptions& options) {
   Communicator& comm = opt.comm();
+  std::vector<std::string> warnings;
   std::vector<std::pair<at::Tensor, at::Tensor>> plan;  // (destination view, staged data)
   int64_t step = 0;
   LrSchedule schedule;
@@ -582,6 +648,14 @@ void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir, const Loa
     CheckpointReader reader(dir);
     const CheckpointMetadata& m = reader.metadata();
     ValidateCompatibility(opt, m, dir, options);
+    warnings = HyperparamDifferences(m.optimizer_config, SetupJson(opt.setup()));
+    if (options.strict_hparams && !warnings.empty()) {
+      std::string all;
+      for (const auto& w : warnings) all += (all.empty() ? "" : "; ") + w;
+      throw Error("checkpoint " + dir +
+                  " was saved with other hyperparameters (--strict-hparams): " + all);
+    }
+    Failpoint("load.before_read", comm.rank());
     std::vector<int64_t> prefix;
     int64_t acc = 0;
     for (const Bucket& b : opt.layout().buckets()) {
@@ -617,6 +691,7 @@ void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir, const Loa
     opt.SetLrSchedule(schedule);
   }
   opt.RebuildModelParams();
+  return warnings;
 }
 
 StateDict ReadModelSpace(CheckpointReader& reader) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "distributed/checkpoint_format.h"
 #include "distributed/distrib_optimizer.h"
@@ -32,6 +33,9 @@ struct LoadOptions {
   // or adopt the checkpoint's (use_checkpoint_opt_param_scheduler).
   enum class LrScheduleChoice { kMustMatch, kRun, kCheckpoint };
   LrScheduleChoice lr_schedule = LrScheduleChoice::kMustMatch;
+  // Hyperparameters (other than the lr) that differ from the checkpoint's
+  // fail the load instead of being returned as warnings.
+  bool strict_hparams = false;
 };
 
 // Loads `dir` into `opt` at this run's DP size. Validates everything first
@@ -40,9 +44,11 @@ struct LoadOptions {
 // presence and size, checksums of every chunk read) and changes no state
 // unless every rank succeeded; then sets the step and re-derives the model
 // params from the loaded main params on every rank. Throws Error naming the
-// key, file and rank.
-void LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir,
-                    const LoadOptions& options = {});
+// key, file and rank. Returns warnings: the hyperparameters that differ
+// from the checkpoint's ("adam.beta2: checkpoint 0.999, this run 0.95"),
+// which fail the load instead under options.strict_hparams.
+std::vector<std::string> LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir,
+                                        const LoadOptions& options = {});
 
 // The tensor keys `opt` reads from a checkpoint of `type` (all ranks').
 std::set<std::string> ExpectedCheckpointKeys(const DistributedOptimizer& opt, ShardingType type);

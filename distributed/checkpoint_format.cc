@@ -9,7 +9,9 @@
 
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
+#include "distributed/sealed_json.h"
 #include "spec/error.h"
+#include "spec/json_numbers.h"
 #include "spec/schema.h"
 
 namespace shardcheck {
@@ -96,6 +98,27 @@ std::string Xxh3Hex(const void* data, size_t size) {
   return buf;
 }
 
+namespace {
+
+// Non-negative dimensions whose product stays far from overflowing.
+const std::vector<int64_t>& CheckShape(const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error("negative dimension " + std::to_string(d));
+    if (d != 0 && numel > (int64_t{1} << 50) / d) throw Error("shape holds over 2^50 elements");
+    numel *= d;
+  }
+  return shape;
+}
+
+void CheckPlainFileName(const std::string& name) {
+  if (name.find('/') != std::string::npos || name.empty() || name[0] == '.' ||
+      name == kMetadataFile)
+    throw Error("file '" + name + "' is not a plain file name");
+}
+
+}  // namespace
+
 const ParamInfo* CheckpointMetadata::FindParam(const std::string& name) const {
   for (const auto& p : params)
     if (p.name == name) return &p;
@@ -149,6 +172,12 @@ nlohmann::ordered_json CheckpointMetadata::ToJson() const {
     lay["buffers"].push_back(jb);
   }
   lay["layer_wise_owner"] = layer_wise_owner;
+  if (format_version >= 3) {
+    j["files"] = nlohmann::ordered_json::object();
+    for (const auto& [name, f] : files)
+      j["files"][name] = {
+          {"bytes", f.bytes}, {"header_bytes", f.header_bytes}, {"header_xxh3", f.header_xxh3}};
+  }
   j["tensors"] = nlohmann::ordered_json::object();
   for (const auto& [key, t] : tensors) {
     nlohmann::ordered_json jt;
@@ -176,7 +205,7 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
       throw Error(path + ": not a shardcheck checkpoint (format '" +
                   j.at("format").get<std::string>() + "')");
     field = "format_version";
-    m.format_version = j.at("format_version").get<int>();
+    m.format_version = JsonInteger<int>(j.at("format_version"));
     if (m.format_version < kOldestReadableFormatVersion ||
         m.format_version > kCheckpointFormatVersion)
       throw Error(path + ": unknown format version " + std::to_string(m.format_version) +
@@ -191,7 +220,7 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
     field = "schemas";
     m.schemas = j.at("schemas").get<std::map<std::string, std::vector<std::string>>>();
     field = "step";
-    m.step = j.at("step").get<int64_t>();
+    m.step = JsonInteger<int64_t>(j.at("step"));
     field = "lr_schedule";
     if (m.format_version >= 2) {
       m.lr_schedule = LrScheduleFromJson(j.at("lr_schedule"));
@@ -201,7 +230,7 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
       m.max_lr = j.at("optimizer_config").at("children").at(0).at("lr").get<double>();
     }
     field = "dp_size";
-    m.dp_size = j.at("dp_size").get<int>();
+    m.dp_size = JsonInteger<int>(j.at("dp_size"));
     field = "model_dtype";
     m.model_dtype = ParseDtype(j.at("model_dtype").get<std::string>());
     field = "param_groups";
@@ -212,7 +241,7 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
     field = "params";
     for (const auto& p : j.at("params")) {
       m.params.push_back({p.at("name").get<std::string>(),
-                          p.at("shape").get<std::vector<int64_t>>(),
+                          CheckShape(JsonIntegers<int64_t>(p.at("shape"))),
                           ParseRole(p.at("role").get<std::string>())});
       m.param_child.push_back(p.at("optimizer").get<std::string>());
     }
@@ -221,40 +250,58 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
       BufferRecord b;
       b.param_dtype = ParseDtype(jb.at("param_dtype").get<std::string>());
       b.grad_dtype = ParseDtype(jb.at("grad_dtype").get<std::string>());
-      b.bucket_size = jb.at("bucket_size").get<int64_t>();
+      b.bucket_size = JsonInteger<int64_t>(jb.at("bucket_size"));
       for (const auto& jk : jb.at("buckets")) {
         BucketRecord bk;
-        bk.numel = jk.at("numel").get<int64_t>();
-        bk.numel_unpadded = jk.at("numel_unpadded").get<int64_t>();
+        bk.numel = JsonInteger<int64_t>(jk.at("numel"));
+        bk.numel_unpadded = JsonInteger<int64_t>(jk.at("numel_unpadded"));
         for (const auto& jm : jk.at("params"))
-          bk.params.push_back({jm.at("name").get<std::string>(), jm.at("offset").get<int64_t>(),
-                               jm.at("numel").get<int64_t>()});
+          bk.params.push_back({jm.at("name").get<std::string>(),
+                               JsonInteger<int64_t>(jm.at("offset")),
+                               JsonInteger<int64_t>(jm.at("numel"))});
         b.buckets.push_back(std::move(bk));
       }
       m.buffers.push_back(std::move(b));
     }
-    m.layer_wise_owner = j.at("layout").at("layer_wise_owner").get<std::map<std::string, int>>();
+    for (const auto& [name, owner] : j.at("layout").at("layer_wise_owner").items())
+      m.layer_wise_owner[name] = JsonInteger<int>(owner);
+    if (m.format_version >= 3) {
+      field = "files";
+      for (auto it = j.at("files").begin(); it != j.at("files").end(); ++it) {
+        field = "files." + it.key();
+        CheckPlainFileName(it.key());
+        const FileRecord f{JsonInteger<uint64_t>(it->at("bytes")),
+                           JsonInteger<uint64_t>(it->at("header_bytes")),
+                           it->at("header_xxh3").get<std::string>()};
+        if (f.header_bytes < 8 || f.header_bytes > f.bytes || f.header_bytes > (100ull << 20))
+          throw Error("header_bytes " + std::to_string(f.header_bytes) + " impossible for a " +
+                      std::to_string(f.bytes) + "-byte file");
+        m.files[it.key()] = f;
+      }
+    }
     field = "tensors";
     for (auto it = j.at("tensors").begin(); it != j.at("tensors").end(); ++it) {
       field = "tensors." + it.key();
       TensorRecord t;
       t.key = it.key();
       t.dtype = ParseSafetensorsDtype(it->at("dtype").get<std::string>());
-      t.shape = it->at("shape").get<std::vector<int64_t>>();
+      t.shape = JsonIntegers<int64_t>(it->at("shape"));
+      CheckShape(t.shape);
       for (const auto& jc : it->at("chunks")) {
         ChunkRecord c;
-        c.offset = jc.at("offset").get<int64_t>();
-        c.numel = jc.at("numel").get<int64_t>();
+        c.offset = JsonInteger<int64_t>(jc.at("offset"));
+        c.numel = JsonInteger<int64_t>(jc.at("numel"));
         c.file = jc.at("file").get<std::string>();
         c.name = jc.at("name").get<std::string>();
-        auto br = jc.at("byte_range").get<std::vector<uint64_t>>();
+        auto br = JsonIntegers<uint64_t>(jc.at("byte_range"));
         if (br.size() != 2) throw Error("byte_range must hold two numbers");
         c.byte_begin = br[0];
         c.byte_end = br[1];
         c.xxh3 = jc.at("xxh3").get<std::string>();
-        if (c.file.find('/') != std::string::npos || c.file.empty() || c.file[0] == '.')
-          throw Error("file '" + c.file + "' is not a plain file name");
-        if (c.offset < 0 || c.numel <= 0 || c.offset + c.numel > t.Numel())
+        CheckPlainFileName(c.file);
+        if (m.format_version >= 3 && !m.files.count(c.file))
+          throw Error("file '" + c.file + "' is not among the listed files");
+        if (c.offset < 0 || c.numel <= 0 || c.offset > t.Numel() - c.numel)
           throw Error("chunk [" + std::to_string(c.offset) + ", +" + std::to_string(c.numel) +
                       ") outside the tensor's " + std::to_string(t.Numel()) + " elements");
         if (c.byte_end - c.byte_begin != static_cast<uint64_t>(c.numel) * c10::elementSize(t.dtype))
@@ -278,20 +325,85 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
   return m;
 }
 
+std::string MetadataFileText(const CheckpointMetadata& m) { return SealJson(m.ToJson().dump(1)); }
+
+CheckpointMetadata ReadMetadataFile(const std::string& path) {
+  return ParseMetadataText(ReadFile(path), path);
+}
+
+CheckpointMetadata ParseMetadataText(const std::string& text, const std::string& path) {
+  const SealState seal = CheckSeal(text, path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+  CheckpointMetadata m = CheckpointMetadata::FromJson(j, path);
+  if (m.format_version >= 3 && seal == SealState::kAbsent)
+    throw Error(path + ": format version " + std::to_string(m.format_version) + " needs its " +
+                kSealMember + " checksum as the last member, and it is missing or damaged");
+  return m;
+}
+
+FileRecord RecordFile(const std::string& path) {
+  const SafetensorsFile header = ReadSafetensorsHeader(path);
+  FileRecord f;
+  f.bytes = fs::file_size(path);
+  f.header_bytes = header.DataOffset();
+  const std::string prefix = ReadFilePrefix(path, f.header_bytes);
+  f.header_xxh3 = Xxh3Hex(prefix.data(), prefix.size());
+  return f;
+}
+
+namespace {
+
+bool IsInterruptedSaveName(const std::string& name) {
+  const size_t at = name.rfind(".tmp-");
+  return at != std::string::npos && at + 5 < name.size() &&
+         name.find_first_not_of("0123456789abcdef", at + 5) == std::string::npos;
+}
+
+// Version 3: the folder holds exactly metadata.json and the listed files,
+// each of its recorded size and header checksum.
+void CheckListedFiles(const std::string& dir, const CheckpointMetadata& m) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name != kMetadataFile && !m.files.count(name))
+      throw Error("checkpoint " + dir + ": unexpected file " + name + " (not listed in " +
+                  kMetadataFile + ")");
+  }
+  for (const auto& [name, f] : m.files) {
+    const std::string path = (fs::path(dir) / name).string();
+    if (!fs::exists(path)) throw Error("checkpoint " + dir + ": file " + name + " is missing");
+    const uint64_t bytes = fs::file_size(path);
+    if (bytes != f.bytes)
+      throw Error(path + ": " + std::to_string(bytes) + " bytes, " + kMetadataFile + " records " +
+                  std::to_string(f.bytes) + (bytes < f.bytes ? " (truncated)" : ""));
+    const std::string header = ReadFilePrefix(path, f.header_bytes);
+    const std::string sum = Xxh3Hex(header.data(), header.size());
+    if (sum != f.header_xxh3)
+      throw Error(path + ": header checksum mismatch (xxh3 " + sum + ", expected " + f.header_xxh3 +
+                  "): the file is corrupt");
+  }
+}
+
+}  // namespace
+
 CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
   if (!fs::is_directory(dir))
     throw Error("checkpoint " + dir + " does not exist or is not a folder");
+  std::string name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  if (IsInterruptedSaveName(fs::path(name).filename().string()))
+    throw Error("checkpoint " + dir +
+                " is an incomplete save (interrupted before its commit; shardcheck gc removes it)");
   const std::string meta_path = (fs::path(dir) / kMetadataFile).string();
   if (!fs::exists(meta_path))
     throw Error("checkpoint " + dir + " has no " + kMetadataFile +
                 ": not a committed checkpoint (an interrupted save leaves a .tmp- folder)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ReadFile(meta_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(meta_path + ": not valid JSON: " + e.what());
-  }
-  meta_ = CheckpointMetadata::FromJson(j, meta_path);
+  meta_ = ReadMetadataFile(meta_path);
+  if (meta_.format_version >= 3) CheckListedFiles(dir, meta_);
   // Every file: present, a safetensors file, holding the named tensors at the indexed bytes.
   std::map<std::string, SafetensorsFile> files;
   for (const auto& [key, t] : meta_.tensors) {

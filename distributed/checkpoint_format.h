@@ -22,7 +22,10 @@ namespace shardcheck {
 
 // Version 2 added the lr schedule. Version 1 is still read: its schedule is
 // taken as constant at the lr of its first child (docs/checkpoint-format.md).
-inline constexpr int kCheckpointFormatVersion = 2;
+// Version 3 added checksums over metadata.json itself and over every file's
+// header, and the list of files (size included); versions 1 and 2 are read
+// without them.
+inline constexpr int kCheckpointFormatVersion = 3;
 inline constexpr int kOldestReadableFormatVersion = 1;
 inline constexpr const char* kCheckpointFormatName = "shardcheck-checkpoint";
 inline constexpr const char* kMetadataFile = "metadata.json";
@@ -87,6 +90,13 @@ struct BufferRecord {
   std::vector<BucketRecord> buckets;
 };
 
+// One file of the checkpoint folder (format version 3 on).
+struct FileRecord {
+  uint64_t bytes = 0;         // the whole file
+  uint64_t header_bytes = 0;  // 8 + N: the length field and the JSON header
+  std::string header_xxh3;    // XXH3-64 of those header_bytes
+};
+
 struct CheckpointMetadata {
   int format_version = kCheckpointFormatVersion;
   ShardingType sharding_type = ShardingType::kDpReshardable;
@@ -104,6 +114,7 @@ struct CheckpointMetadata {
   std::vector<std::string> param_child;         // child kind owning each param
   std::vector<BufferRecord> buffers;            // layout fingerprint of the sharded child
   std::map<std::string, int> layer_wise_owner;  // layer-wise param name -> rank at save
+  std::map<std::string, FileRecord> files;      // by file name; empty before version 3
   std::map<std::string, TensorRecord> tensors;
 
   nlohmann::ordered_json ToJson() const;
@@ -112,9 +123,24 @@ struct CheckpointMetadata {
   const ParamInfo* FindParam(const std::string& name) const;
 };
 
-// Reads a committed checkpoint folder. Construction parses and validates
-// metadata.json and checks that every file it names exists, parses as
-// safetensors and is large enough. Not thread-safe.
+// metadata.json's text, sealed with its checksum (distributed/sealed_json.h).
+std::string MetadataFileText(const CheckpointMetadata& m);
+// Reads and validates `path` (a metadata.json): checksum first (required
+// from format version 3 on), then JSON, then every field. Throws Error
+// naming the file and field.
+CheckpointMetadata ReadMetadataFile(const std::string& path);
+// The same, of a metadata.json's text (no file access; the fuzz target's
+// entry point). Errors name `path`.
+CheckpointMetadata ParseMetadataText(const std::string& text, const std::string& path);
+
+// The FileRecord of a written file, read back from disk.
+FileRecord RecordFile(const std::string& path);
+
+// Reads a committed checkpoint folder. Construction refuses a ".tmp-"
+// folder (an interrupted save), verifies and parses metadata.json, and
+// checks that the folder holds exactly the files it names, each of its
+// recorded size with a matching header checksum, parsing as safetensors
+// with the indexed tensors. Not thread-safe.
 class CheckpointReader {
  public:
   // Throws Error naming the folder or file (no metadata.json: "not a

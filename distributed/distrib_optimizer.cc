@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "spec/error.h"
+#include "spec/failpoint.h"
 #include "spec/registry.h"
 
 namespace shardcheck {
@@ -150,6 +151,7 @@ void DistributedOptimizer::Step() {
   ++step_;
   // 1. Reduce the gradients: reduce-scatter per bucket, all-reduce layer-wise.
   ReduceGrads();
+  Failpoint("step.before_update", comm_.rank());
   // 2. Global grad norm in fp64 over what each rank owns; clip coefficient.
   last_grad_norm_ = GradNorm();
   const float clip = ClipCoefficient(setup_.max_grad_norm, last_grad_norm_);

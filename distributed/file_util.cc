@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "spec/error.h"
@@ -19,43 +20,51 @@ std::string Errno() { return std::strerror(errno); }
 
 void FsyncDir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) throw Error("cannot open folder " + dir + ": " + Errno());
+  if (fd < 0) throw Error("cannot open folder " + dir + ": " + Errno(), ErrorKind::kEnvironment);
   if (::fsync(fd) != 0) {
     const std::string e = Errno();
     ::close(fd);
-    throw Error("cannot fsync folder " + dir + ": " + e);
+    throw Error("cannot fsync folder " + dir + ": " + e, ErrorKind::kEnvironment);
   }
   ::close(fd);
 }
 
-void WriteFileAtomic(const std::string& path, const std::string& bytes) {
+void WriteFileAtomic(const std::string& path, const std::string& bytes,
+                     const std::function<void()>& midway) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error("cannot create " + tmp + ": " + Errno());
+  if (fd < 0) throw Error("cannot create " + tmp + ": " + Errno(), ErrorKind::kEnvironment);
   size_t done = 0;
+  const size_t half = bytes.size() / 2;
+  bool halfway_called = !midway;
   while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (!halfway_called && done >= half) {
+      halfway_called = true;
+      midway();
+    }
+    const size_t upto = halfway_called ? bytes.size() : half;
+    ssize_t n = ::write(fd, bytes.data() + done, upto - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       const std::string e = Errno();
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw Error("cannot write " + tmp + ": " + e);
+      throw Error("cannot write " + tmp + ": " + e, ErrorKind::kEnvironment);
     }
     done += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const std::string e = Errno();
     ::unlink(tmp.c_str());
-    throw Error("cannot flush " + tmp + ": " + e);
+    throw Error("cannot flush " + tmp + ": " + e, ErrorKind::kEnvironment);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string e = Errno();
     ::unlink(tmp.c_str());
-    throw Error("cannot rename " + tmp + " to " + path + ": " + e);
+    throw Error("cannot rename " + tmp + " to " + path + ": " + e, ErrorKind::kEnvironment);
   }
   FsyncDir(dir.string());
 }
@@ -67,6 +76,16 @@ std::string ReadFile(const std::string& path) {
   s << in.rdbuf();
   if (in.bad()) throw Error("cannot read " + path);
   return s.str();
+}
+
+std::string ReadFilePrefix(const std::string& path, uint64_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + path + ": " + Errno());
+  std::string out(bytes, '\0');
+  in.read(out.data(), static_cast<std::streamsize>(bytes));
+  if (static_cast<uint64_t>(in.gcount()) != bytes)
+    throw Error(path + ": truncated (fewer than " + std::to_string(bytes) + " bytes)");
+  return out;
 }
 
 }  // namespace shardcheck

@@ -7,6 +7,7 @@
 
 #include "distributed/file_util.h"
 #include "spec/error.h"
+#include "spec/json_numbers.h"
 
 namespace shardcheck {
 
@@ -38,7 +39,8 @@ c10::ScalarType ParseSafetensorsDtype(const std::string& name) {
 
 uint64_t WriteSafetensors(const std::string& path,
                           const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                          const std::map<std::string, std::string>& metadata) {
+                          const std::map<std::string, std::string>& metadata,
+                          const std::function<void()>& midway) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<at::Tensor> data;
@@ -64,9 +66,21 @@ uint64_t WriteSafetensors(const std::string& path,
   for (const auto& c : data)
     bytes.append(static_cast<const char*>(c.data_ptr()),
                  static_cast<size_t>(c.numel()) * c.element_size());
-  WriteFileAtomic(path, bytes);
+  WriteFileAtomic(path, bytes, midway);
   return n;
 }
+
+namespace {
+
+void CheckHeaderLength(const std::string& path, uint64_t n, uint64_t file_size) {
+  if (file_size < 8)
+    throw Error(path + ": truncated (" + std::to_string(file_size) + " bytes, no header)");
+  if (n > file_size - 8 || n > (100ull << 20))
+    throw Error(path + ": header length " + std::to_string(n) + " exceeds the file (" +
+                std::to_string(file_size) + " bytes): truncated or not safetensors");
+}
+
+}  // namespace
 
 SafetensorsFile ReadSafetensorsHeader(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -79,12 +93,17 @@ SafetensorsFile ReadSafetensorsHeader(const std::string& path) {
   in.read(reinterpret_cast<char*>(len), 8);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
-  if (n > file_size - 8 || n > (100ull << 20))
-    throw Error(path + ": header length " + std::to_string(n) + " exceeds the file (" +
-                std::to_string(file_size) + " bytes): truncated or not safetensors");
+  CheckHeaderLength(path, n, file_size);
   std::string json(n, '\0');
   in.read(json.data(), static_cast<std::streamsize>(n));
   if (!in) throw Error(path + ": cannot read the header");
+  return ParseSafetensorsHeader(path, json, file_size);
+}
+
+SafetensorsFile ParseSafetensorsHeader(const std::string& path, const std::string& json,
+                                       uint64_t file_size) {
+  const uint64_t n = json.size();
+  CheckHeaderLength(path, n, file_size);
   SafetensorsFile f;
   f.path = path;
   f.header_size = n;
@@ -110,8 +129,8 @@ SafetensorsFile ReadSafetensorsHeader(const std::string& path) {
     e.name = it.key();
     try {
       e.dtype = ParseSafetensorsDtype(it->at("dtype").get<std::string>());
-      e.shape = it->at("shape").get<std::vector<int64_t>>();
-      auto off = it->at("data_offsets").get<std::vector<uint64_t>>();
+      e.shape = JsonIntegers<int64_t>(it->at("shape"));
+      auto off = JsonIntegers<uint64_t>(it->at("data_offsets"));
       if (off.size() != 2) throw Error("data_offsets must hold two numbers");
       e.begin = off[0];
       e.end = off[1];
@@ -123,6 +142,8 @@ SafetensorsFile ReadSafetensorsHeader(const std::string& path) {
     uint64_t numel = 1;
     for (int64_t d : e.shape) {
       if (d < 0) throw Error(where + ": negative dimension");
+      if (d != 0 && numel > data_size / static_cast<uint64_t>(d))
+        throw Error(where + ": shape holds more elements than the file has bytes");
       numel *= static_cast<uint64_t>(d);
     }
     const uint64_t want = numel * c10::elementSize(e.dtype);

@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -28,10 +29,12 @@ struct SafetensorsEntry {
 // Writes `tensors` (CPU; any layout, written contiguous) in the order given,
 // with `metadata` as "__metadata__", atomically: to a temporary file in the
 // same folder, fsync, rename. Throws Error naming the path; on failure the
-// destination is untouched. Returns the header length N.
+// destination is untouched. Returns the header length N. `midway` as in
+// WriteFileAtomic.
 uint64_t WriteSafetensors(const std::string& path,
                           const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                          const std::map<std::string, std::string>& metadata = {});
+                          const std::map<std::string, std::string>& metadata = {},
+                          const std::function<void()>& midway = {});
 
 // A parsed file: header entries (in data order) and metadata.
 struct SafetensorsFile {
@@ -47,8 +50,14 @@ struct SafetensorsFile {
 // the file, no overlap or hole). Throws Error naming the file and tensor.
 SafetensorsFile ReadSafetensorsHeader(const std::string& path);
 
+// The same validation of a header already read: `json` is the N bytes
+// after the length field of a file of `file_size` bytes (no file access;
+// the fuzz target's entry point). Throws Error naming `path`.
+SafetensorsFile ParseSafetensorsHeader(const std::string& path, const std::string& json,
+                                       uint64_t file_size);
+
 // Reads every tensor of `path` (validated as above).
-std::map<std::string, at::Tensor> ReadSafetensors(const std::string& path,
-                                                  std::map<std::string, std::string>* metadata = nullptr);
+std::map<std::string, at::Tensor> ReadSafetensors(
+    const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace shardcheck

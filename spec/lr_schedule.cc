@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "spec/error.h"
+#include "spec/json_numbers.h"
 
 namespace shardcheck {
 
@@ -106,9 +107,9 @@ LrSchedule LrScheduleFromJson(const nlohmann::json& j) {
     key = "style";
     s.style = ParseLrDecayStyle(j.at(key).get<std::string>());
     key = "warmup_steps";
-    s.warmup_steps = j.at(key).get<int64_t>();
+    s.warmup_steps = JsonInteger<int64_t>(j.at(key));
     key = "decay_steps";
-    s.decay_steps = j.at(key).get<int64_t>();
+    s.decay_steps = JsonInteger<int64_t>(j.at(key));
     key = "min_lr";
     s.min_lr = j.at(key).get<double>();
     key = "peak_lr";

@@ -34,6 +34,19 @@ inline TrainOptions CheckpointRun(const std::string& setup, c10::ScalarType dtyp
   return t;
 }
 
+// A run of `setup` (no reference) that saves at step 2 into `dir`.
+inline ThreadRun SaveAtStep2(const std::string& setup, const std::string& dir, ShardingType type,
+                             int dp = 2, c10::ScalarType dtype = at::kFloat,
+                             int64_t bucket_size = 1000) {
+  TrainOptions t = CheckpointRun(setup, dtype, 2);
+  t.compare_reference = false;
+  t.bucket_size = bucket_size;
+  t.save_at = 2;
+  t.save_dir = dir;
+  t.sharding_type = type;
+  return RunTrainOnThreads(t, dp);
+}
+
 // A fresh folder under the temp dir, removed by the destructor.
 class TempDir {
  public:

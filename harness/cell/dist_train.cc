@@ -165,7 +165,8 @@ class DistributedRun {
   // Loads the checkpoint, then compares every tensor with the reference
   // before any step.
   void Load() {
-    LoadCheckpoint(*opt_, opts_.load_dir, opts_.load_options);
+    for (const std::string& w : LoadCheckpoint(*opt_, opts_.load_dir, opts_.load_options))
+      if (log_) *log_ << "warning: hyperparameter differs from the checkpoint's: " << w << "\n";
     result_.resumed_from = opt_->step();
     if (ref_ == &own_reference_ && opt_->lr_schedule() != opts_.run.setup.lr_schedule) {
       // The run continues with the checkpoint's schedule: so does its reference.

@@ -11,6 +11,7 @@
 #include "distributed/checkpoint.h"
 #include "distributed/communicator_local.h"
 #include "distributed/file_util.h"
+#include "distributed/sealed_json.h"
 #include "harness/cell/checkpoint_test_util.h"
 #include "spec/error.h"
 
@@ -25,13 +26,7 @@ using testing_util::TempDir;
 // Saves a checkpoint of `setup` at step 2 into `dir`.
 void Save(const std::string& setup, const std::string& dir, ShardingType type, int dp = 2,
           c10::ScalarType dtype = at::kFloat, int64_t bucket_size = 1000) {
-  TrainOptions t = CheckpointRun(setup, dtype, 2);
-  t.compare_reference = false;
-  t.bucket_size = bucket_size;
-  t.save_at = 2;
-  t.save_dir = dir;
-  t.sharding_type = type;
-  const ThreadRun run = RunTrainOnThreads(t, dp);
+  const ThreadRun run = testing_util::SaveAtStep2(setup, dir, type, dp, dtype, bucket_size);
   ASSERT_TRUE(run.errors.empty()) << run.errors.front();
 }
 
@@ -67,8 +62,10 @@ void ExpectLoadError(const std::vector<std::string>& errors, int dp,
 nlohmann::json ReadMeta(const std::string& dir) {
   return nlohmann::json::parse(ReadFile(dir + "/metadata.json"));
 }
+// Rewrites metadata.json sealed with a fresh checksum, as a tool editing it
+// on purpose would: the edit itself is then what the load must refuse.
 void WriteMeta(const std::string& dir, const nlohmann::json& j) {
-  WriteFileAtomic(dir + "/metadata.json", j.dump(1));
+  WriteFileAtomic(dir + "/metadata.json", SealJson(j.dump(1)));
 }
 
 // The state keys of a named setup, as its children's registry entries declare them.
@@ -129,6 +126,46 @@ TEST(StrictLoad, MuonCheckpointIntoPlainAdamNamesMomentumBuffer) {
   TempDir tmp;
   Save("muon_adam", tmp.Sub("c"), ShardingType::kDpReshardable);
   ExpectLoadError(LoadErrors("adam", tmp.Sub("c")), 2, {"unexpected state key momentum_buffer"});
+}
+
+// Other hyperparameters than the checkpoint's: a warning per difference by
+// default (the load goes on), an error naming both values on every rank
+// under strict_hparams.
+TEST(StrictLoad, OtherHyperparametersWarnOrFailUnderStrict) {
+  TempDir tmp;
+  Save("adam", tmp.Sub("c"), ShardingType::kDpReshardable);
+  const ModelSpec model = CheckpointModel();
+  for (const bool strict : {false, true}) {
+    SCOPED_TRACE(strict ? "strict" : "default");
+    std::vector<std::vector<std::string>> warnings(2);
+    auto errors = RunRanksInProcess(2, std::chrono::seconds(30), [&](Communicator& comm) {
+      OptimizerSetup setup = OptimizerSetup::Defaults("adam");
+      setup.main.Set("weight_decay", 0.02);
+      setup.main.Set("beta2", 0.95);
+      DistributedOptimizer opt(setup, model.params, at::kFloat, comm, {1000});
+      LoadOptions o;
+      o.strict_hparams = strict;
+      warnings[static_cast<size_t>(comm.rank())] = LoadCheckpoint(opt, tmp.Sub("c"), o);
+      EXPECT_EQ(opt.step(), 2);
+    });
+    if (!strict) {
+      for (const auto& e : errors) EXPECT_FALSE(e);
+      for (const auto& w : warnings)
+        EXPECT_EQ(w, std::vector<std::string>{"adam.beta2: checkpoint 0.999, this run 0.95"});
+      continue;
+    }
+    for (const auto& e : errors) {
+      ASSERT_TRUE(e);
+      try {
+        std::rethrow_exception(e);
+      } catch (const Error& err) {
+        const std::string what = err.what();
+        EXPECT_NE(what.find("--strict-hparams"), std::string::npos) << what;
+        EXPECT_NE(what.find("adam.beta2: checkpoint 0.999, this run 0.95"), std::string::npos)
+            << what;
+      }
+    }
+  }
 }
 
 TEST(StrictLoad, ShapeMismatchNamesTheParam) {

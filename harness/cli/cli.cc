@@ -6,6 +6,7 @@
 
 #include "harness/cli/exit_codes.h"
 #include "spec/error.h"
+#include "spec/failpoint.h"
 
 namespace shardcheck {
 
@@ -56,6 +57,10 @@ int RunCli(int argc, char** argv) {
     return 2;
   }
   try {
+    // A malformed failpoint list fails here, before any work; an enabled one
+    // is said, so a log never hides that faults were injected.
+    const std::string failpoints = LoadFailpoints();
+    if (!failpoints.empty()) std::cerr << "shardcheck: failpoints enabled: " << failpoints << "\n";
     return action ? action() : 2;
   } catch (...) {
     return ReportFailure(std::current_exception(), std::cerr);

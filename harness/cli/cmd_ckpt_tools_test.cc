@@ -192,11 +192,16 @@ TEST_F(CkptTools, TruncatedOrUncommittedCheckpointExitsTwo) {
   EXPECT_NE(t.err.find("truncated"), std::string::npos) << t.err;
   EXPECT_EQ(CliCapture({"export", truncated, "--out", root_ + "/t.safetensors"}).code, 2);
 
-  const std::string uncommitted = CopyOf("fully_reshardable", "uncommitted.tmp-1");
+  const std::string uncommitted = CopyOf("fully_reshardable", "uncommitted");
   fs::remove(uncommitted + "/metadata.json");
   const CliResult u = CliCapture({"inspect", uncommitted});
   EXPECT_EQ(u.code, 2);
   EXPECT_NE(u.err.find("not a committed checkpoint"), std::string::npos) << u.err;
+  // A save's temporary folder is refused by its name, even when complete.
+  const std::string interrupted = CopyOf("fully_reshardable", "interrupted.tmp-1a2b");
+  const CliResult i = CliCapture({"inspect", interrupted});
+  EXPECT_EQ(i.code, 2);
+  EXPECT_NE(i.err.find("is an incomplete save"), std::string::npos) << i.err;
   EXPECT_EQ(CliCapture({"ckpt-diff", uncommitted, Ref(3)}).code, 2);
   EXPECT_EQ(CliCapture({"ckpt-diff", root_ + "/no-such-thing", Ref(3)}).code, 2);
 }

@@ -38,6 +38,7 @@ struct TrainFlags {
   std::string load_dir;
   bool allow_missing = false;
   bool ignore_unexpected = false;
+  bool strict_hparams = false;
   bool override_schedule = false;
   bool checkpoint_schedule = false;
 };
@@ -93,13 +94,15 @@ void ResolveSave(const TrainFlags& f, const std::optional<CheckpointMetadata>& l
 // without --load).
 std::optional<CheckpointMetadata> ResolveLoad(const TrainFlags& f, TrainOptions& t) {
   if (f.load_dir.empty()) {
-    if (f.override_schedule || f.checkpoint_schedule)
-      throw Error("--override-lr-schedule and --use-checkpoint-lr-schedule need --load");
+    if (f.override_schedule || f.checkpoint_schedule || f.strict_hparams)
+      throw Error(
+          "--override-lr-schedule, --use-checkpoint-lr-schedule and --strict-hparams need --load");
     return std::nullopt;
   }
   t.load_dir = ResolveCheckpointDir(f.load_dir);
   t.load_options.allow_missing = f.allow_missing;
   t.load_options.ignore_unexpected = f.ignore_unexpected;
+  t.load_options.strict_hparams = f.strict_hparams;
   if (f.override_schedule && f.checkpoint_schedule)
     throw Error(
         "--override-lr-schedule and --use-checkpoint-lr-schedule exclude each other: say which "
@@ -192,6 +195,9 @@ void RegisterSaveAndLoad(CLI::App* cmd, TrainFlags& f) {
                 "loading: state tensors the checkpoint lacks start from zero (default: strict)");
   cmd->add_flag("--ignore-unexpected", f.ignore_unexpected,
                 "loading: skip checkpoint tensors this optimizer does not use (default: strict)");
+  cmd->add_flag("--strict-hparams", f.strict_hparams,
+                "loading: refuse a checkpoint saved with other hyperparameters (default: a warning "
+                "per difference)");
   cmd->add_flag("--override-lr-schedule", f.override_schedule,
                 "loading: keep this run's lr schedule when the checkpoint's differs (Megatron's "
                 "--override-opt_param-scheduler)");

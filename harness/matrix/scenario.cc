@@ -1,15 +1,20 @@
 #include "harness/matrix/scenario.h"
 
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "distributed/file_util.h"
 #include "spec/setup_request.h"
 #include "testing/model_spec.h"
 
@@ -94,7 +99,9 @@ class Parser {
   [[noreturn]] void Fail(const YAML::Node& at, const std::string& what) const {
     const YAML::Mark m = at.Mark();
     std::ostringstream s;
-    s << file_ << ":" << (m.line + 1) << ":" << (m.column + 1) << ": " << what;
+    // A node the file does not hold (an empty document) has no place: blame its start.
+    const int line = m.is_null() ? 0 : m.line, column = m.is_null() ? 0 : m.column;
+    s << file_ << ":" << (line + 1) << ":" << (column + 1) << ": " << what;
     throw ScenarioError(s.str());
   }
 
@@ -110,6 +117,7 @@ class Parser {
         Fail(it->first,
              "unknown key '" + key + "' in " + what + " (expected one of: " + Join(allowed) + ")");
       if (!seen.insert(key).second) Fail(it->first, "duplicate key '" + key + "' in " + what);
+      if (it->second.IsNull()) Fail(it->first, key + ": no value");
     }
   }
 
@@ -119,7 +127,12 @@ class Parser {
     try {
       return node.as<T>();
     } catch (const YAML::Exception&) {
-      Fail(node, key + ": expected " + type + ", got '" + node.Scalar() + "'");
+      const std::string& v = node.Scalar();
+      const size_t digits = v.find_first_not_of("+-") == 1 ? 1 : 0;
+      if (!v.empty() && v.size() > digits &&
+          v.find_first_not_of("0123456789", digits) == std::string::npos)
+        Fail(node, key + ": " + v + " is out of range");
+      Fail(node, key + ": expected " + type + ", got '" + v + "'");
     }
   }
   int Int(const YAML::Node& n, const std::string& key) const {
@@ -129,12 +142,22 @@ class Parser {
     return As<int64_t>(n, key, "an integer");
   }
   double Number(const YAML::Node& n, const std::string& key) const {
+    if (n.IsScalar()) {
+      errno = 0;
+      char* end = nullptr;
+      const double parsed = std::strtod(n.Scalar().c_str(), &end);
+      if (end != n.Scalar().c_str() && *end == '\0' && (errno == ERANGE || !std::isfinite(parsed)))
+        Fail(n, key + ": '" + n.Scalar() + "' is not a finite number");
+    }
     const double v = As<double>(n, key, "a number");
     if (!std::isfinite(v)) Fail(n, key + ": expected a finite number");
     return v;
   }
   std::string Str(const YAML::Node& n, const std::string& key) const {
-    return As<std::string>(n, key, "a string");
+    std::string v = As<std::string>(n, key, "a string");
+    if (v.find('\n') != std::string::npos)
+      Fail(n, key + ": the value runs over a line break (a closing quote missing?)");
+    return v;
   }
 
   // A scalar or a list of scalars, as a list of nodes.
@@ -168,6 +191,7 @@ std::vector<std::string> ExpandOptimizerName(const std::string& name) {
 // A hyperparameter's value as text: a scalar, or a list of numbers joined
 // with ',' (e.g. ns_coefficients: [3.4445, -4.775, 2.0315]).
 std::string HyperText(const Parser& p, const YAML::Node& value, const std::string& key) {
+  if (value.IsMap()) p.Fail(value, key + ": expected a number (or a list of numbers)");
   if (!value.IsSequence()) return p.Str(value, key);
   std::string text;
   for (const auto& x : value) text += (text.empty() ? "" : ",") + p.Str(x, key);
@@ -238,6 +262,7 @@ std::vector<ScenarioOptimizer> ReadOptimizer(const Parser& p, const YAML::Node& 
       if (!it->first.IsScalar()) p.Fail(it->first, "optimizer: keys must be plain words");
       if (!seen.insert(it->first.Scalar()).second)
         p.Fail(it->first, "duplicate key '" + it->first.Scalar() + "' in optimizer");
+      if (it->second.IsNull()) p.Fail(it->first, it->first.Scalar() + ": no value");
       keys.push_back({it->first, it->second});
     }
   }
@@ -685,31 +710,196 @@ std::vector<Cell> CrossProduct(const Parser& p, const std::string& name, const D
   return cells;
 }
 
-YAML::Node LoadYaml(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw ScenarioError(path + ": no such scenario file");
+// The first byte of `text` that is not UTF-8, or a control character YAML
+// does not allow (other than tab, LF, CR), as "LINE:COLUMN: what"; "" if none.
+std::string FirstBadByte(const std::string& text) {
+  int line = 1, column = 1;
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
+    bool ok = len > 0 && i + len <= text.size() && !(len == 2 && c < 0xC2);
+    for (size_t k = 1; ok && k < len; ++k)
+      ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+    const std::string where = std::to_string(line) + ":" + std::to_string(column) + ": ";
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "0x%02X", c);
+    if (!ok) return where + "byte " + hex + " is not UTF-8 (scenario files are UTF-8 text)";
+    if (len == 1 && (c < 0x20 || c == 0x7F) && c != '\t' && c != '\n' && c != '\r')
+      return where + "control character " + hex + " (scenario files are text)";
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += len;
+  }
+  return "";
+}
+
+// Where a second YAML document starts (a null mark if there is none). It
+// stops there: yaml-cpp 0.7's LoadAll never ends on some malformed inputs
+// (",,,…" after a comment yields empty documents forever).
+YAML::Mark SecondDocument(const std::string& text) {
+  class Counter : public YAML::EventHandler {
+   public:
+    int documents = 0;
+    YAML::Mark second = YAML::Mark::null_mark();
+    void OnDocumentStart(const YAML::Mark& m) override {
+      if (++documents == 2) second = m;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  } counter;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  while (counter.documents < 2 && parser.HandleNextDocument(counter)) {
+  }
+  return counter.second;
+}
+
+// A hint for a syntax error on a line indented with a tab.
+std::string TabHint(const std::string& text, int line) {
+  std::istringstream in(text);
+  std::string l;
+  for (int i = 0; i <= line && std::getline(in, l); ++i) {
+  }
+  const std::string indent = l.substr(0, l.find_first_not_of(" \t"));
+  return indent.find('\t') != std::string::npos
+             ? " (a tab indents this line; YAML indents with spaces)"
+             : "";
+}
+
+YAML::Node LoadYaml(const std::string& text, const std::string& path) {
+  if (const std::string bad = FirstBadByte(text); !bad.empty())
+    throw ScenarioError(path + ":" + bad);
+  YAML::Node root;
+  YAML::Mark second_document;
   try {
-    return YAML::LoadFile(path);
+    second_document = SecondDocument(text);
+    root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                        std::to_string(e.mark.column + 1) +
+                        ": YAML syntax: lists or mappings nested too deep");
   } catch (const YAML::ParserException& e) {
     throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                        std::to_string(e.mark.column + 1) + ": YAML syntax: " + e.msg);
+                        std::to_string(e.mark.column + 1) + ": YAML syntax: " + e.msg +
+                        TabHint(text, e.mark.line));
   } catch (const YAML::Exception& e) {
-    throw ScenarioError(path + ": " + e.what());
+    throw ScenarioError(path + ":1:1: " + e.what());
   }
+  if (!second_document.is_null())
+    throw ScenarioError(path + ":" + std::to_string(second_document.line + 1) + ":" +
+                        std::to_string(second_document.column + 1) +
+                        ": a scenario file holds one YAML document");
+  return root;
+}
+
+// A quote left open swallows the rest of the file into one value (YAML
+// folds its lines), which then fails as a missing key far from the cause:
+// refuse a quoted top-level value (but the description) not closed on its
+// own line.
+void CheckQuotesClosed(const Parser& p, const YAML::Node& root, const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const YAML::Node v = it->second;  // a copy: `it->` yields a temporary
+    if (it->first.Scalar() == "description" || !v.IsScalar() || v.Mark().is_null()) continue;
+    const size_t line = static_cast<size_t>(v.Mark().line),
+                 col = static_cast<size_t>(v.Mark().column);
+    if (line >= lines.size() || col >= lines[line].size()) continue;
+    const char quote = lines[line][col];
+    if (quote != '"' && quote != '\'') continue;
+    bool closed = false;
+    for (size_t i = col + 1; i < lines[line].size() && !closed; ++i) {
+      if (quote == '"' && lines[line][i] == '\\') {
+        ++i;  // an escaped character
+      } else if (lines[line][i] == quote) {
+        if (quote == '\'' && i + 1 < lines[line].size() && lines[line][i + 1] == '\'') {
+          ++i;  // '' is a quote inside single quotes
+        } else {
+          closed = true;
+        }
+      }
+    }
+    if (!closed)
+      p.Fail(v, it->first.Scalar() + ": the quoted value is not closed on its line (a closing " +
+                    "quote missing?)");
+  }
+}
+
+// Resolves YAML merge keys ("<<: *base" or "<<: [*a, *b]") in place, as
+// YAML 1.1 defines them: keys written beside "<<" win, and among several
+// bases the first wins. The merged nodes are the originals, so errors keep
+// their line:column. yaml-cpp reads "<<" as an ordinary key.
+// `visited` holds the file positions of the collections done: an alias is
+// the node it names, so each is walked once (an alias bomb stays cheap).
+void ResolveMergeKeys(YAML::Node node, std::set<int>& visited) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  if (!visited.insert(node.Mark().pos).second) return;
+  if (node.IsSequence()) {
+    for (auto child : node) ResolveMergeKeys(child, visited);
+    return;
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) ResolveMergeKeys(it->second, visited);
+  const YAML::Node merge = node["<<"];
+  if (!merge) return;
+  std::vector<YAML::Node> bases;
+  if (merge.IsSequence()) {
+    for (const auto& b : merge) bases.push_back(b);
+  } else {
+    bases.push_back(merge);
+  }
+  const YAML::Node& lookup = node;  // const: a lookup must not add the key
+  for (const YAML::Node& base : bases) {
+    if (!base.IsMap()) continue;  // CheckKeys then names "<<" as an unknown key
+    for (auto it = base.begin(); it != base.end(); ++it)
+      if (!lookup[it->first.Scalar()]) node.force_insert(it->first, it->second);
+  }
+  node.remove("<<");
 }
 
 }  // namespace
 
 Scenario LoadScenario(const std::string& path) {
-  const YAML::Node root = LoadYaml(path);
+  if (!std::filesystem::exists(path)) throw ScenarioError(path + ": no such scenario file");
+  return ParseScenario(ReadFile(path), path);
+}
+
+Scenario ParseScenario(const std::string& text, const std::string& path) {
+  const YAML::Node root = LoadYaml(text, path);
   Parser p(path);
+  if (!root || root.IsNull())
+    p.Fail(
+        root,
+        "no scenario in the file: a scenario is a mapping of keys (name, model, optimizer, ...)");
+  std::set<int> visited;
+  ResolveMergeKeys(root, visited);
   if (!root.IsMap()) p.Fail(root, "a scenario is a mapping of keys (name, model, optimizer, ...)");
   p.CheckKeys(root, kTopKeys, "scenario");
+  CheckQuotesClosed(p, root, text);
   for (const char* required : {"name", "model", "optimizer", "sharding_type", "dp"})
     if (!root[required]) p.Fail(root, std::string("missing key '") + required + "'");
   Scenario sc;
   sc.file = path;
   sc.name = p.Str(root["name"], "name");
-  if (root["description"]) sc.description = p.Str(root["description"], "description");
+  if (root["description"])
+    sc.description = p.As<std::string>(root["description"], "description", "a string");
   const Dimensions d = ReadDimensions(p, root);
   const std::vector<Match> excludes = ReadExcludes(p, root);
   std::set<std::string> ids;

@@ -65,6 +65,9 @@ struct Scenario {
 
 // Parses, validates and expands `path`. Throws ScenarioError.
 Scenario LoadScenario(const std::string& path);
+// The same, of a scenario file's text (no file access; the fuzz target's
+// entry point). Errors name `path`.
+Scenario ParseScenario(const std::string& text, const std::string& path);
 
 // The value of a dimension of `cell` as scenario files and filters name it:
 // id, optimizer, sharding_type, dp, resume_dp ("none" without a resume),
