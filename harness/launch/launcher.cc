@@ -283,11 +283,29 @@ class Job {
   }
 
   // First reason to end the job: remember its exit code, SIGTERM the rest.
+  // Failed ranks not yet reported are described after the reason.
   void BeginStop(int code, int sig) {
     if (result_) return;
     result_ = code;
     Stop(sig);
     kill_at_ = Clock::now() + ToDuration(o_.grace_s);
+    for (size_t k : failed_)
+      Say(RankName(o_, static_cast<int>(k)) + " " + Describe(ranks_[k].status));
+    failed_.clear();
+  }
+
+  // A rank that exits with 3 (communication failed) or 124 (a collective
+  // timed out) most often fails because a peer died: it is named as the
+  // cause only if no peer shows a more direct one (a signal, another code)
+  // within this window.
+  static constexpr auto kCauseWindow = std::chrono::seconds(1);
+
+  // How directly an exit status is the job's cause: a signal, then any other
+  // failing code, then a timeout, then a failed collective.
+  static int Directness(int status) {
+    if (WIFSIGNALED(status)) return 3;
+    const int code = WEXITSTATUS(status);
+    return code == 3 ? 0 : code == 124 ? 1 : 2;
   }
 
   void Reap() {
@@ -301,14 +319,29 @@ class Job {
       r.status = status;
       last_exit_ = Clock::now();
       if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-      if (!result_) {
-        Say(RankName(o_, static_cast<int>(k)) + " " + Describe(status) +
-            "; stopping the other ranks");
-        BeginStop(ExitCodeOf(status), SIGTERM);
-      } else {
+      if (result_) {
         Say(RankName(o_, static_cast<int>(k)) + " " + Describe(status));
+        continue;
       }
+      failed_.push_back(k);
+      if (!cause_deadline_) cause_deadline_ = Clock::now() + kCauseWindow;
     }
+    if (!result_ && !failed_.empty()) NameCause();
+  }
+
+  // Names the most direct failure seen so far as the job's cause, stops the
+  // others, and describes the rest; waits while the only failures are
+  // indirect and the window is open.
+  void NameCause() {
+    size_t cause = failed_.front();
+    for (size_t k : failed_)
+      if (Directness(ranks_[k].status) > Directness(ranks_[cause].status)) cause = k;
+    if (Directness(ranks_[cause].status) < 2 && Clock::now() < *cause_deadline_ && AnyRunning())
+      return;
+    Say(RankName(o_, static_cast<int>(cause)) + " " + Describe(ranks_[cause].status) +
+        "; stopping the other ranks");
+    failed_.erase(std::find(failed_.begin(), failed_.end(), cause));
+    BeginStop(ExitCodeOf(ranks_[cause].status), SIGTERM);
   }
 
   bool AnyRunning() const {
@@ -352,6 +385,7 @@ class Job {
         wait_ms = std::max(0, std::min(wait_ms, static_cast<int>(ms.count()) + 1));
       };
       if (!result_) clamp_to(deadline);
+      if (!result_) clamp_to(cause_deadline_);
       clamp_to(kill_at_);
       if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) {
         throw Error(std::string("launch: poll() failed: ") + std::strerror(errno));
@@ -393,7 +427,9 @@ class Job {
 
   const LaunchOptions& o_;
   std::vector<Rank> ranks_;
-  std::optional<int> result_;  // the job's exit code once a reason to stop is known
+  std::optional<int> result_;   // the job's exit code once a reason to stop is known
+  std::vector<size_t> failed_;  // failed ranks not yet reported (cause not named yet)
+  std::optional<Clock::time_point> cause_deadline_;
   std::optional<Clock::time_point> kill_at_;
   Clock::time_point last_exit_ = Clock::now();
 };

@@ -182,6 +182,33 @@ TEST(Launcher, FailingRankExitCodeIsPropagatedAndOthersStopped) {
   EXPECT_LT(r.seconds, 10.0);
 }
 
+// A rank whose collective failed (exit 3) because its peer died is not the
+// cause: the peer killed a moment later is named, and its code is the job's.
+TEST(Launcher, PeerKilledJustAfterACommunicationFailureIsNamedTheCause) {
+  const Result r = LaunchSh(3,
+                            "if [ \"$RANK\" = 0 ]; then exit 3; fi; "
+                            "if [ \"$RANK\" = 1 ]; then sleep 0.2; kill -9 $$; fi; sleep 30");
+  EXPECT_EQ(r.code, 128 + 9) << r.err;
+  EXPECT_TRUE(Has(r.err,
+                  "shardcheck launch: rank 1 was killed by signal 9 (Killed); stopping the "
+                  "other ranks"))
+      << r.err;
+  EXPECT_TRUE(Has(r.err, "shardcheck launch: rank 0 exited with code 3\n")) << r.err;
+  EXPECT_LT(r.err.find("rank 1 was killed"), r.err.find("rank 0 exited")) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+// With no more direct cause in sight, a communication failure ends the job
+// about a second later, with its own code.
+TEST(Launcher, CommunicationFailureAloneIsNamedAfterTheWindow) {
+  const Result r = LaunchSh(2, "if [ \"$RANK\" = 1 ]; then exit 3; fi; sleep 30");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(Has(r.err, "rank 1 exited with code 3; stopping the other ranks")) << r.err;
+  EXPECT_TRUE(Has(r.err, "rank 0 was killed by signal 15")) << r.err;
+  EXPECT_GT(r.seconds, 0.9);
+  EXPECT_LT(r.seconds, 10.0);
+}
+
 TEST(Launcher, KilledRankGives128PlusSignal) {
   const Result r = LaunchSh(3, "if [ \"$RANK\" = 2 ]; then kill -9 $$; fi; sleep 30");
   EXPECT_EQ(r.code, 128 + 9) << r.err;
