@@ -1,6 +1,8 @@
 // `shardcheck launch`: starts N ranks of one command on this host with
 // torchrun's environment, prefixes their output, and ends the job the way a
-// test needs: the first failing rank stops all, nothing hangs, and the exit
+// test needs: the first failing rank stops all (the most direct failure is
+// named as the cause: a rank exiting 3 or 124 waits up to 1 s for a peer
+// killed by a signal or exiting otherwise), nothing hangs, and the exit
 // code is truthful. With --nnodes > 1, one launcher runs on each node, as
 // with torchrun's static rendezvous: node r starts global ranks
 // r*nproc .. r*nproc+nproc-1, and every rank meets at MASTER_ADDR:MASTER_PORT.
