@@ -30,7 +30,9 @@ std::string Name(const testing::TestParamInfo<Param>& info) {
 // The state keys of a setup's children, as their registry entries declare them.
 std::set<std::string> DeclaredKeys(const std::string& setup) {
   std::set<std::string> keys;
-  for (const OptimizerConfig* c : OptimizerSetup::Defaults(setup).Children())
+  // Named: a temporary setup would die before the loop reads its children.
+  const OptimizerSetup defaults = OptimizerSetup::Defaults(setup);
+  for (const OptimizerConfig* c : defaults.Children())
     for (const auto& k : c->schema().Names()) keys.insert(k);
   return keys;
 }

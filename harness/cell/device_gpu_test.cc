@@ -40,7 +40,9 @@ std::vector<std::string> CudaSetups() {
   std::vector<std::string> out;
   for (const std::string& name : OptimizerSetup::Names()) {
     bool launchable = true;
-    for (const OptimizerConfig* c : OptimizerSetup::Defaults(name).Children()) {
+    // Named: a temporary setup would die before the loop reads its children.
+    const OptimizerSetup defaults = OptimizerSetup::Defaults(name);
+    for (const OptimizerConfig* c : defaults.Children()) {
       const OptimizerEntry& e = FindOptimizer(c->kind());
       if (e.spec.placement == Placement::kElementwise && e.elementwise.run_cuda == nullptr)
         launchable = false;

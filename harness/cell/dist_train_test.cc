@@ -83,7 +83,9 @@ TEST(DistributedMemory, BytesPerOwnedElementFollowTheSchema) {
   };
   for (const std::string& name : OptimizerSetup::Names()) {
     Case c{name, {}};
-    for (const OptimizerConfig* child : OptimizerSetup::Defaults(name).Children())
+    // Named: a temporary setup would die before the loop reads its children.
+    const OptimizerSetup defaults = OptimizerSetup::Defaults(name);
+    for (const OptimizerConfig* child : defaults.Children())
       c.bytes_per_elem[child->kind()] = 4.0 * static_cast<double>(1 + child->schema().keys.size());
     cases.push_back(c);
   }

@@ -71,7 +71,9 @@ void WriteMeta(const std::string& dir, const nlohmann::json& j) {
 // The state keys of a named setup, as its children's registry entries declare them.
 std::set<std::string> DeclaredKeys(const std::string& setup) {
   std::set<std::string> keys;
-  for (const OptimizerConfig* c : OptimizerSetup::Defaults(setup).Children())
+  // Named: a temporary setup would die before the loop reads its children.
+  const OptimizerSetup defaults = OptimizerSetup::Defaults(setup);
+  for (const OptimizerConfig* c : defaults.Children())
     for (const auto& k : c->schema().Names()) keys.insert(k);
   return keys;
 }
