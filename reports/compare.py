@@ -1,15 +1,48 @@
 """Comparison of a results directory with a baseline one (--baseline).
 
 Cells are matched by id. A cell is flagged when its verdict changed, when
-it exists on one side only, or when the largest max-abs difference of any
+it exists on one side only, when the largest max-abs difference of any
 (run, group) series grew (strictly; a group absent from the baseline cell
-is reported as new, not as grown).
+is reported as new, not as grown), or when a loss curve shifted.
+
+Loss shift: for each run that has a loss on both sides, over the steps
+both sides have a loss at, max |current − baseline| / max(|baseline|,
+LOSS_SCALE_FLOOR) — the largest loss change relative to the baseline
+curve's scale. It is flagged above LOSS_SHIFT_RTOL, 2%: above the loss
+checks' tolerances against the reference (rtol 1e-4 fp32, 1e-2 bf16), so
+a flag means that training moved, not rounding.
+
+Performance: the summed wall time of the cells that have one on both sides,
+and the real time of each Google Benchmark present in both (same file and
+name), are flagged when they change by more than PERF_CHANGE_TOL (±25%):
+one run per side gives no noise estimate, so only large changes count.
+
+baseline_changes() gathers what the top of the report says: new failures,
+fixed cells, shifted loss curves and performance changes.
 """
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
-from load import Cell, Results
+from bench import Benchmark
+from load import FAILED, Cell, Results
 from summary import overall_max_abs
+
+LOSS_SHIFT_RTOL = 0.02
+LOSS_SCALE_FLOOR = 1e-12
+PERF_CHANGE_TOL = 0.25
+
+
+@dataclasses.dataclass
+class LossShift:
+    """How far one run's loss curve moved from the baseline's."""
+    run: str
+    step: int               # where |current − baseline| is largest
+    max_delta: float        # that largest |current − baseline|
+    scale: float            # max |baseline loss| over the compared steps (at least LOSS_SCALE_FLOOR)
+
+    @property
+    def rel(self) -> float:
+        return self.max_delta / self.scale
 
 
 @dataclasses.dataclass
@@ -20,10 +53,11 @@ class CellComparison:
     flags: List[str]                                        # short, for people
     series: List[Tuple[str, Optional[float], Optional[float]]]  # (run/group, baseline, current)
     grew: List[str]                                         # run/group keys whose max grew
+    loss_shifts: List[LossShift] = dataclasses.field(default_factory=list)  # beyond LOSS_SHIFT_RTOL
 
     @property
     def status(self) -> str:
-        """regressed / fixed / changed / missing / new / grew / same."""
+        """regressed / fixed / changed / missing / new / grew / loss shifted / same."""
         if self.current is None:
             return "missing"
         if self.baseline is None:
@@ -31,7 +65,9 @@ class CellComparison:
         b, c = self.baseline.verdict, self.current.verdict
         if b != c:
             return "regressed" if b == "pass" else ("fixed" if c == "pass" else "changed")
-        return "grew" if self.grew else "same"
+        if self.grew:
+            return "grew"
+        return "loss shifted" if self.loss_shifts else "same"
 
 
 def compare(current: Results, baseline: Results) -> List[CellComparison]:
@@ -69,4 +105,106 @@ def compare_cell(cell_id: str, current: Optional[Cell], baseline: Optional[Cell]
     only_after = [k for k in after if k not in before]
     if only_after and baseline.result is not None:
         flags.append("series not in the baseline: " + ", ".join(only_after))
-    return CellComparison(cell_id, current, baseline, flags, series, grew)
+    shifts = shifted_losses(current.result, baseline.result)
+    if shifts:
+        flags.append(f"loss shifted beyond {LOSS_SHIFT_RTOL:.0%}: " + ", ".join(
+            f"{s.run} {s.rel:.1%} at step {s.step}" for s in shifts))
+    return CellComparison(cell_id, current, baseline, flags, series, grew, shifts)
+
+
+def loss_shift(run: str, current: dict, baseline: dict) -> Optional[LossShift]:
+    """The shift of one run's loss (see the module docstring), or None when
+    the two sides share no step with a loss."""
+    before = {s: v for s, v in zip(baseline["steps"], baseline.get("loss") or []) if v is not None}
+    pairs = [(s, v, before[s]) for s, v in zip(current["steps"], current.get("loss") or [])
+             if v is not None and s in before]
+    if not pairs:
+        return None
+    step, now, then = max(pairs, key=lambda p: abs(p[1] - p[2]))
+    scale = max(max(abs(p[2]) for p in pairs), LOSS_SCALE_FLOOR)
+    return LossShift(run, step, abs(now - then), scale)
+
+
+def shifted_losses(current: Optional[dict], baseline: Optional[dict]) -> List[LossShift]:
+    """The runs (matched by name) whose loss shifted by more than LOSS_SHIFT_RTOL."""
+    if not current or not baseline:
+        return []
+    out = []
+    for name, run in current["runs"].items():
+        other = baseline["runs"].get(name)
+        shift = loss_shift(name, run, other) if other else None
+        if shift is not None and shift.rel > LOSS_SHIFT_RTOL:
+            out.append(shift)
+    return out
+
+
+@dataclasses.dataclass
+class PerfChange:
+    """A time on both sides: the cells' summed wall time (s) or a benchmark's real time (ns)."""
+    name: str
+    before: float
+    after: float
+
+    @property
+    def rel(self) -> float:
+        """after / before − 1."""
+        return self.after / self.before - 1.0
+
+    @property
+    def beyond(self) -> bool:
+        return abs(self.rel) > PERF_CHANGE_TOL
+
+
+def cell_wall(cell: Cell) -> Optional[float]:
+    """The cell's wall time: results.json's, else result.json's."""
+    wall = cell.get("wall_s")
+    return wall if wall is not None else (cell.result or {}).get("wall_s")
+
+
+def wall_change(comparisons: List[CellComparison]) -> Optional[PerfChange]:
+    """The summed wall time of the cells with a wall time on both sides, or None for none."""
+    pairs = [(cell_wall(c.baseline), cell_wall(c.current)) for c in comparisons if c.current and c.baseline]
+    pairs = [(b, a) for b, a in pairs if b is not None and a is not None]
+    before = sum(b for b, _ in pairs)
+    if not pairs or before <= 0:
+        return None
+    return PerfChange(f"wall time of {len(pairs)} cells", before, sum(a for _, a in pairs))
+
+
+def bench_changes(current: Sequence[Benchmark], baseline: Sequence[Benchmark]) -> List[PerfChange]:
+    """The benchmarks (same file and name on both sides) whose real time
+    changed by more than PERF_CHANGE_TOL."""
+    before = {(b.file, b.name): b.real_ns for b in baseline if b.real_ns}
+    out = []
+    for b in current:
+        then = before.get((b.file, b.name))
+        if then and b.real_ns:
+            change = PerfChange(b.name, then, b.real_ns)
+            if change.beyond:
+                out.append(change)
+    return out
+
+
+@dataclasses.dataclass
+class BaselineChanges:
+    """What changed against the baseline, as the top of the report says it."""
+    new_failures: List[CellComparison]   # failing or errored now; not in the baseline (absent or another verdict)
+    fixed: List[CellComparison]          # passing now; failing or errored in the baseline
+    loss_shifted: List[CellComparison]   # a loss curve moved beyond LOSS_SHIFT_RTOL
+    wall: Optional[PerfChange]           # summed wall time of the cells on both sides
+    bench: List[PerfChange]              # benchmarks beyond PERF_CHANGE_TOL
+    other_flagged: List[CellComparison]  # flagged for anything else (max |Δ| grew, a cell on one side only)
+
+
+def baseline_changes(comparisons: List[CellComparison], current_bench: Sequence[Benchmark] = (),
+                     baseline_bench: Sequence[Benchmark] = ()) -> BaselineChanges:
+    """The changes of compare()'s comparisons, and of the benchmarks when both sides have them."""
+    new = [c for c in comparisons if c.current and c.current.verdict in FAILED
+           and not (c.baseline and c.baseline.verdict in FAILED)]
+    fixed = [c for c in comparisons if c.current and c.current.verdict == "pass"
+             and c.baseline and c.baseline.verdict in FAILED]
+    shifted = [c for c in comparisons if c.loss_shifts]
+    named = {id(c) for c in new + fixed + shifted}
+    return BaselineChanges(new, fixed, shifted, wall_change(comparisons),
+                           bench_changes(current_bench, baseline_bench),
+                           [c for c in comparisons if c.flags and id(c) not in named])

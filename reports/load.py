@@ -19,9 +19,14 @@ from typing import Any, Dict, List, Optional
 RESULTS_FORMAT = "shardcheck-results/1"
 CELL_FORMAT = "shardcheck-cell-result/1"
 VERDICTS = ("pass", "fail", "error", "skipped")
+# The cell verdicts that fail a run (a skipped cell does not).
+FAILED = ("fail", "error")
 # A check that could not apply (e.g. a loss check on an oracle model) may say "n/a".
 CHECK_VERDICTS = ("pass", "fail", "n/a")
-DIFF_SERIES = ("max_abs", "max_rel", "max_ulp", "mismatches")
+# Per-step series of diff.<group>: max_rel is |a - b| / max(|b|, rel_floor) where result.json
+# gives "rel_floor"; max_ulp is taken between same-sign values only, and "sign_changes"
+# (optional, like "rel_floor": older results lack both) counts the opposite-sign pairs.
+DIFF_SERIES = ("max_abs", "max_rel", "max_ulp", "mismatches", "sign_changes")
 # Optional per-step series of a run, aligned with its "steps" (null where they do not apply,
 # e.g. lr at an after-load step). "lr" is the main child optimizer's scheduled learning rate.
 STEP_SERIES = ("loss", "grad_norm", "lr")
@@ -244,6 +249,7 @@ def load_cell(path: str, expected_id: str) -> Dict[str, Any]:
     is_error = verdict in ("error", "skipped")  # neither ran: no runs, checks or series
     ck.field(cell, "error", "", "str", required=False)
     ck.field(cell, "wall_s", "", "num", required=False)
+    ck.field(cell, "rel_floor", "", "num", required=False)
     cell["scenario"] = ck.field(cell, "scenario", "", "obj", required=False) or {}
     cell["environment"] = ck.field(cell, "environment", "", "obj", required=False) or {}
     cell["first_failure"] = _first_failure(ck, cell, "")

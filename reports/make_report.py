@@ -24,11 +24,13 @@ import render_markdown  # noqa: E402
 
 EPILOG = """\
 The HTML opens from disk: inline CSS and SVG, no script, no network. It shows
-the verdict and environment, a matrix (optimizer x sharding type by DP size /
-resume plan) linking to one section per cell: loss curves (with the lr
-schedule on a second axis when it is not constant), log-scale |diff|
-per tensor group against the tolerance bands, per-group max abs/rel/ULP,
-the checks, the first failing step and tensor, and memory per rank.
+the verdict and environment; the first failure, the changes against the
+baseline and what was not covered; a matrix (optimizer x sharding type by
+DP size / resume plan) linking to one section per cell: loss curves (with
+the lr schedule on a second axis when it is not constant), grad norms,
+log-scale |diff| per tensor group against the tolerance bands, per-group
+max abs/rel/ULP (red only where a check failed), the checks, the first
+failing step and tensor, and memory per rank.
 With --baseline, cells are matched by id and changes are flagged. See
 docs/reports.md.
 
@@ -70,17 +72,19 @@ def main(argv=None) -> int:
         results = load_results(args.results_dir)
         baseline = load_results(args.baseline) if args.baseline else None
         benchmarks = load_bench(args.results_dir)
+        baseline_benchmarks = load_bench(args.baseline) if args.baseline else []
     except InputError as e:
         print(f"make_report.py: error: {e}", file=sys.stderr)
         return 2
     options = render_html.Options(passing_plots=max(0, args.passing_plots),
                                   failing_plots=max(0, args.failing_plots),
                                   html_name=os.path.basename(out))
-    html = render_html.render(results, baseline, benchmarks, options)
+    html = render_html.render(results, baseline, benchmarks, options, baseline_benchmarks)
     outputs = [(out, html)]
     if args.markdown:
         outputs.append((args.markdown,
-                        render_markdown.render(results, baseline, args.html_link or os.path.basename(out))))
+                        render_markdown.render(results, baseline, args.html_link or os.path.basename(out),
+                                               benchmarks=benchmarks, baseline_benchmarks=baseline_benchmarks)))
     for path, text in outputs:
         try:
             _write(path, text)

@@ -8,7 +8,8 @@ appearance. No optimizer is named here.
 Cells that share a row and a column (they differ in dtype, model, save step,
 scenario...) share one slot; each gets a short "chip" label made of the
 dimensions that vary inside its slot (empty when it is alone there), and
-the slot takes the worst verdict of its cells.
+the slot takes the worst verdict of its cells (a failure is never hidden
+behind a skipped cell).
 """
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -21,7 +22,7 @@ SHARDING_ORDER = ("dp_reshardable", "fully_reshardable", "dp_zero_gather_scatter
 # Dimensions that tell apart cells of one slot, with how a chip shows them.
 CHIP_DIMS = (("dtype", "{}"), ("model", "{}"), ("save_at", "save@{}"), ("steps", "{} steps"),
              ("scenario", "{}"))
-SEVERITY = {"pass": 0, "error": 1, "fail": 2}
+SEVERITY = {"pass": 0, "skipped": 1, "error": 2, "fail": 3}
 SYMBOL = {"pass": "✅", "fail": "❌", "error": "⚠️", "skipped": "⏭️"}
 
 Row = Tuple[str, str]
@@ -47,7 +48,7 @@ class Matrix:
 
 
 def worst(cells: List[Cell]) -> str:
-    """The most severe verdict of `cells` (fail > error > pass); "" for none."""
+    """The most severe verdict of `cells` (fail > error > skipped > pass); "" for none."""
     if not cells:
         return ""
     return max((c.verdict for c in cells), key=lambda v: SEVERITY.get(v, 3))

@@ -1,13 +1,19 @@
 """Plots of one cell as inline SVG text (matplotlib, no pyplot state).
 
-Two figures per cell: the loss curves of every run that has a loss (the
+Three figures per cell: the loss curves of every run that has a loss (the
 save point marked), with the learning rate on a secondary "lr" axis when
 the cell's lr is scheduled (not constant) — or the lr curve alone for a
-cell without a loss (oracle models) — and a log-scale |diff| figure (max abs and max rel per
-step, one colour per tensor group, one line style per compared run) with the
-atol/rtol of the cell's tolerance checks. Zeros cannot be drawn on a log
-scale, so exactly-zero points are left out and series that are zero at
-every step are returned as "bitwise equal" notes instead.
+cell without a loss (oracle models); each run's grad norm per step (log
+scale when it spans more than two decades); and a log-scale |diff| figure
+(max abs and max rel per step, one colour per tensor group, one line style
+per compared run) with the atol/rtol of the cell's tolerance checks. Zeros
+cannot be drawn on a log scale, so exactly-zero points are left out and
+series that are zero at every step are returned as "bitwise equal" notes
+instead.
+
+In the |diff| figure red means failure only: the group colours hold no
+red, a group with a failed check is drawn thick and its legend entry says
+so, and a group that no check covers is drawn faint, "(not checked)".
 
 Series longer than MAX_POINTS are downsampled by keeping each bucket's
 minimum and maximum plus the global maximum, so the largest difference is
@@ -27,7 +33,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogLocator, NullLocator  # noqa: E402
 
-from summary import LR_REL_TOL, diff_runs, lr_schedule, tolerance_lines, zero_series  # noqa: E402
+from summary import (LR_REL_TOL, diff_runs, group_coverage, group_verdict, lr_schedule,  # noqa: E402
+                     rel_label, tolerance_lines, zero_series)
 
 MAX_POINTS = 2000
 RUN_STYLES = {"reference": dict(color="#222222", linestyle="-", linewidth=2.6, alpha=0.55),
@@ -35,10 +42,19 @@ RUN_STYLES = {"reference": dict(color="#222222", linestyle="-", linewidth=2.6, a
               "resumed": dict(color="#ef6c00", linestyle=":", linewidth=2.0)}
 OTHER_RUN_STYLE = dict(linestyle="-.", linewidth=1.4)
 # The lr is context, not the subject: thin, grey and dashed, under the loss curves.
+# A tolerance bound is a threshold, not a failure: dark grey, never red.
+TOLERANCE_COLOR = "#424242"
 LR_STYLE = dict(color="#8a8a8a", linestyle="--", linewidth=1.0)
 DIFF_LINESTYLES = ["-", "--", ":", "-."]
-GROUP_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+# No red among the group colours: red marks failures.
+GROUP_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#00695c", "#9467bd", "#8c564b",
                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+# How a group's |diff| lines look by its checks' verdict (summary.group_verdict).
+GROUP_STYLES = {"fail": dict(linewidth=2.6, alpha=1.0), "pass": dict(linewidth=1.4, alpha=1.0),
+                "unchecked": dict(linewidth=1.0, alpha=0.4)}
+GROUP_LEGEND = {"fail": " (check failed)", "pass": "", "unchecked": " (not checked)"}
+# A grad norm spanning more than this many decades gets a log y axis.
+LOG_DECADES = 2
 RC = {"svg.fonttype": "none", "svg.hashsalt": "shardcheck", "font.size": 9,
       "axes.titlesize": 10, "legend.fontsize": 8, "font.family": "sans-serif",
       "font.sans-serif": ["DejaVu Sans"]}
@@ -175,12 +191,67 @@ def loss_svg(result: dict, uid: str) -> Optional[str]:
     return None if fig is None else to_svg(fig, uid)
 
 
+def grad_norm_figure(result: dict) -> Optional[Figure]:
+    """Each run's grad norm per step (null entries, e.g. right after a load,
+    left out), with the save step; a log y axis when the values span more
+    than LOG_DECADES decades. None when no run has a grad norm."""
+    runs = [(name, run) for name, run in result["runs"].items()
+            if any(v is not None for v in run.get("grad_norm") or [])]
+    if not runs:
+        return None
+    fig = Figure(figsize=(4.6, 2.9))
+    ax = fig.add_subplot()
+    for name, run in runs:
+        x, y = downsample(run["steps"], run["grad_norm"])
+        ax.plot(x, _floats(y), label=run_label(name, run), marker="." if len(x) <= MARKER_MAX_POINTS else None,
+                markersize=5, **RUN_STYLES.get(name, OTHER_RUN_STYLE))
+    log = spans_decades([v for _, run in runs for v in run["grad_norm"]], LOG_DECADES)
+    if log:
+        ax.set_yscale("log")
+        ax.yaxis.set_minor_locator(NullLocator())
+    save = save_step(result)
+    if save is not None:
+        ax.axvline(save, color="#6a1b9a", linestyle="-", linewidth=1, alpha=0.7, label=f"save at step {save}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("grad norm")
+    ax.set_title("grad norm (log scale)" if log else "grad norm")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best")
+    fig.subplots_adjust(left=0.15, right=0.97, bottom=0.15, top=0.9)
+    return fig
+
+
+def spans_decades(values: Sequence, decades: float) -> bool:
+    """Whether the finite values are all positive and max/min exceeds 10**decades."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite or min(finite) <= 0:
+        return False
+    return max(finite) / min(finite) > 10 ** decades
+
+
+def grad_norm_svg(result: dict, uid: str) -> Optional[str]:
+    """grad_norm_figure() as SVG text, or None when no run has a grad norm."""
+    fig = grad_norm_figure(result)
+    return None if fig is None else to_svg(fig, uid)
+
+
 def diff_svg(result: dict, uid: str, fail_step: Optional[int] = None) -> Tuple[Optional[str], List[str]]:
     """The log-scale |diff| figure as SVG text (None if every series is zero),
     and the "run/group" series that are exactly zero at every step."""
+    fig, zero = diff_figure(result, fail_step)
+    return (None if fig is None else to_svg(fig, uid)), zero
+
+
+def diff_figure(result: dict, fail_step: Optional[int] = None) -> Tuple[Optional[Figure], List[str]]:
+    """The log-scale |diff| figure (None if every series is zero), and the
+    "run/group" series that are exactly zero at every step. Each drawn
+    series is labelled "run/group"; each group is styled by its checks'
+    verdict (GROUP_STYLES)."""
     runs = diff_runs(result)
     groups = result["groups"]
-    panels = [("max_abs", "max |Δ|", "atol"), ("max_rel", "max relative |Δ|", "rtol")]
+    verdicts = {g: group_verdict(checks) for g, checks in group_coverage(result).items()}
+    rel = rel_label(result)
+    panels = [("max_abs", "max |Δ|", "atol"), ("max_rel", f"max relative |Δ| {rel}".strip(), "rtol")]
     zero = zero_series(result)
     drawn = {p[0]: [] for p in panels}
     for ri, name in enumerate(runs):
@@ -209,12 +280,13 @@ def diff_svg(result: dict, uid: str, fail_step: Optional[int] = None) -> Tuple[O
     for ax, (key, title, tol) in zip(axes, used):
         for ri, gi, x, y in drawn[key]:
             ax.plot(x, _floats(y), color=GROUP_COLORS[gi % len(GROUP_COLORS)],
-                    linestyle=DIFF_LINESTYLES[ri % len(DIFF_LINESTYLES)], linewidth=1.4,
-                    marker="." if len(x) <= MARKER_MAX_POINTS else None, markersize=5)
+                    linestyle=DIFF_LINESTYLES[ri % len(DIFF_LINESTYLES)], label=f"{runs[ri]}/{groups[gi]}",
+                    marker="." if len(x) <= MARKER_MAX_POINTS else None, markersize=5,
+                    **GROUP_STYLES[verdicts[groups[gi]]])
         for li, line in enumerate(lines):
             value = line.atol if tol == "atol" else line.rtol
             if value:
-                ax.axhline(value, color="#b71c1c", linestyle=(0, (4, 2 + 2 * li)), linewidth=1)
+                ax.axhline(value, color=TOLERANCE_COLOR, linestyle=(0, (4, 2 + 2 * li)), linewidth=1)
         if fail_step is not None:
             ax.axvline(fail_step, color="#c62828", linewidth=1, alpha=0.6)
         if save is not None:
@@ -228,7 +300,9 @@ def diff_svg(result: dict, uid: str, fail_step: Optional[int] = None) -> Tuple[O
     used_groups = sorted({gi for key in drawn for _, gi, _, _ in drawn[key]})
     used_runs = sorted({ri for key in drawn for ri, _, _, _ in drawn[key]})
     for gi in used_groups:
-        handles.append(Line2D([], [], color=GROUP_COLORS[gi % len(GROUP_COLORS)], label=groups[gi]))
+        verdict = verdicts[groups[gi]]
+        handles.append(Line2D([], [], color=GROUP_COLORS[gi % len(GROUP_COLORS)],
+                              label=groups[gi] + GROUP_LEGEND[verdict], **GROUP_STYLES[verdict]))
     for ri in used_runs:
         run = result["runs"][runs[ri]]
         handles.append(Line2D([], [], color="#444", linestyle=DIFF_LINESTYLES[ri % len(DIFF_LINESTYLES)],
@@ -237,7 +311,7 @@ def diff_svg(result: dict, uid: str, fail_step: Optional[int] = None) -> Tuple[O
         bits = [f"{k} {v:g}" for k, v in (("atol", line.atol), ("rtol", line.rtol)) if v]
         if bits:
             targets = "tolerance checks" if len(lines) == 1 else ", ".join(line.targets)
-            handles.append(Line2D([], [], color="#b71c1c", linestyle=(0, (4, 2 + 2 * li)),
+            handles.append(Line2D([], [], color=TOLERANCE_COLOR, linestyle=(0, (4, 2 + 2 * li)),
                                   label=f"{' '.join(bits)} ({targets})"))
     if fail_step is not None:
         handles.append(Line2D([], [], color="#c62828", alpha=0.6, label=f"first failure, step {fail_step}"))
@@ -247,7 +321,7 @@ def diff_svg(result: dict, uid: str, fail_step: Optional[int] = None) -> Tuple[O
     right = 0.72 if len(used) == 2 else 0.56
     fig.subplots_adjust(left=0.08 if len(used) == 2 else 0.13, right=right, bottom=0.16, top=0.9, wspace=0.3)
     fig.legend(handles=handles, loc="center left", bbox_to_anchor=(right + 0.01, 0.5), frameon=False)
-    return to_svg(fig, uid), zero
+    return fig, zero
 
 
 def to_svg(fig: Figure, uid: str) -> str:

@@ -1,15 +1,24 @@
 """The self-contained HTML report: view models for templates/report.html.j2.
 
 `render(results, ...)` returns one HTML document with inline CSS and inline
-SVG plots; it loads nothing from the network and runs no script. Cell
-sections come failing/errored first, then passing, each in run order, and
-each section's id is the cell id (the matrix links to it).
+SVG plots; it loads nothing from the network and runs no script. Below the
+header, a block (id "answers", answers.py) answers the reviewer's three
+questions: what failed first, what changed against the baseline, what was
+not covered. Cell sections come failing/errored first, then the others
+(passing, skipped), each in run order, and each section's id is the cell id
+(the matrix links to it).
+
+Red marks failure only: a group table row is red only when a check that
+covers the group failed (summary.group_coverage), and then only the figures
+of the runs that check failed in; a group that no check covers is shown
+muted and "not checked".
 
 To keep pages with hundreds of cells fast, plots are drawn for at most
 `failing_plots` failing/errored cells and `passing_plots` passing ones;
-passing cells are picked one per matrix row first, then in run order, and
-only among cells that have something to draw (a loss, a scheduled lr, or
-a nonzero difference). Every cell keeps its tables.
+passing cells are picked one per matrix row first, then in run order,
+among cells that have something to draw: first those with a loss, a
+scheduled lr or a nonzero difference, then those with only a grad norm
+(summary.plot_priority). Every cell keeps its tables.
 """
 import dataclasses
 import os
@@ -19,12 +28,13 @@ from typing import Dict, List, Optional
 import jinja2
 from markupsafe import Markup
 
+import answers as answers_mod
 import compare as compare_mod
 import matrix as matrix_mod
 import plots
 import summary
 from bench import Benchmark, ratios
-from load import Cell, Results, counts_of
+from load import FAILED, Cell, Results, counts_of
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -65,8 +75,9 @@ def fmt_bytes(v) -> str:
 def choose_plotted(cells: List[Cell], options: Options) -> Dict[str, str]:
     """Cell id -> "" for cells whose plots are drawn, or a note saying why not."""
     out: Dict[str, str] = {}
-    bad = [c for c in cells if c.verdict != "pass" and summary.plottable(c.result)]
-    good = [c for c in cells if c.verdict == "pass" and summary.plottable(c.result)]
+    bad = [c for c in cells if c.verdict != "pass" and summary.plot_priority(c.result)]
+    good = sorted((c for c in cells if c.verdict == "pass" and summary.plot_priority(c.result)),
+                  key=lambda c: -summary.plot_priority(c.result))
     for c in bad[:options.failing_plots]:
         out[c.id] = ""
     picked, rows = [], set()
@@ -91,20 +102,67 @@ def choose_plotted(cells: List[Cell], options: Options) -> Dict[str, str]:
     return out
 
 
+GROUP_STATUS = {"fail": "failed", "pass": "passed", "unchecked": "not checked"}
+PASSED_KIND = {"bitwise": "bitwise equal", "tolerance": "within tolerance"}
+
+
+def _group_status(result: dict, group: str, checks: List[dict]) -> dict:
+    """The status cell of a group row: its verdict, a short text and the names
+    of the checks behind it (or why none applies)."""
+    verdict = summary.group_verdict(checks)
+    if verdict == "fail":
+        text = ", ".join(c["name"] for c in checks if c["verdict"] == "fail")
+    elif verdict == "pass":
+        text = ", ".join(dict.fromkeys(PASSED_KIND.get(c["kind"], c["kind"]) for c in checks))
+    else:
+        text = summary.unchecked_reason(result, group)
+    return {"verdict": verdict, "label": GROUP_STATUS[verdict], "text": text,
+            "checks": ", ".join(c["name"] for c in checks)}
+
+
+def _figure_tone(verdict: str, checks: List[dict], run: str, runs: List[str]) -> str:
+    """The class of a group's figures in one run's columns: "bad" (red) when a
+    check that failed covers the group in that run, "muted" when no check
+    covers the group, else "" (neutral, whatever the figures)."""
+    if verdict == "unchecked":
+        return "muted"
+    failed = [c for c in checks if c["verdict"] == "fail"]
+    return "bad" if any(run in summary.check_runs(c, runs) for c in failed) else ""
+
+
+def _figure_classes(tone: str, stats: summary.GroupStats) -> Dict[str, str]:
+    """The class of each figure of one run's columns: "muted" on every figure
+    of an unchecked group; "bad" only on a nonzero max abs/rel/ULP."""
+    if tone == "muted":
+        return dict.fromkeys(("abs", "rel", "ulp", "mismatches"), "muted")
+    def red_if_nonzero(value) -> str:
+        return tone if value else ""
+    return {"abs": red_if_nonzero(stats.max_abs.value), "rel": red_if_nonzero(stats.max_rel.value),
+            "ulp": red_if_nonzero(stats.max_ulp.value), "mismatches": ""}
+
+
 def _group_rows(cell: Cell) -> dict:
-    stats = summary.group_stats(cell.result)
-    runs = summary.diff_runs(cell.result)
-    ff = summary.first_failure(cell) or {}
-    tensor_parts = set((ff.get("tensor") or "").split("."))
+    """The group table: one row per group with its status and, per compared
+    run, its max abs/rel/ULP, steps with mismatches and sign-change note."""
+    r = cell.result
+    stats = summary.group_stats(r)
+    runs = summary.diff_runs(r)
+    coverage = summary.group_coverage(r)
+    ff = summary.first_failure(cell) if cell.verdict in FAILED else None
+    tensor_parts = set(((ff or {}).get("tensor") or "").split("."))
     rows = []
-    for group in (cell.result or {}).get("groups", []):
+    for group in r.get("groups", []):
         per_run = [s for s in stats if s.group == group]
+        status = _group_status(r, group, coverage[group])
         rows.append({"group": group, "owner": per_run[0].owner if per_run else "",
-                     "suspect": group in tensor_parts,
+                     "suspect": group in tensor_parts, "status": status,
                      "runs": [{"abs": s.max_abs, "rel": s.max_rel, "ulp": s.max_ulp,
-                               "mismatch_steps": s.mismatch_steps} for s in per_run]})
-    run_labels = [plots.run_label(r, cell.result["runs"][r]) for r in runs]
-    return {"runs": run_labels, "rows": rows}
+                               "mismatch_steps": s.mismatch_steps,
+                               "sign_note": summary.sign_change_note(s.sign_changes),
+                               "cls": _figure_classes(_figure_tone(status["verdict"], coverage[group], s.run, runs), s)}
+                              for s in per_run]})
+    run_labels = [plots.run_label(name, r["runs"][name]) for name in runs]
+    return {"runs": run_labels, "rows": rows, "rel_label": summary.rel_label(r)}
 
 
 def _memory(result: Optional[dict]) -> Optional[dict]:
@@ -128,16 +186,18 @@ def _memory(result: Optional[dict]) -> Optional[dict]:
 
 def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> dict:
     r = cell.result
-    ff = summary.first_failure(cell) if cell.verdict != "pass" else None
+    ff = summary.first_failure(cell) if cell.verdict in FAILED else None
     if ff and ff.get("step") is None and ff.get("tensor") is None \
             and ff.get("detail") == (r or {}).get("error"):
         ff = None                       # an error with no failing check: the error box says it all
-    loss_svg = diff_svg = None
+    loss_svg = grad_svg = diff_svg = None
     zero = summary.zero_series(r)
     uid = f"c{index}"
     if r and plot_note == "":
         loss = plots.loss_svg(r, uid + "l")
         loss_svg = Markup(loss) if loss else None
+        grad = plots.grad_norm_svg(r, uid + "g")
+        grad_svg = Markup(grad) if grad else None
         diff, zero = plots.diff_svg(r, uid + "d", (ff or {}).get("step"))
         diff_svg = Markup(diff) if diff else None
     runs = summary.diff_runs(r)
@@ -146,37 +206,44 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
             "config": summary.config_line(cell), "schema": list((r or {}).get("schema", {}).items()),
             "error": (r or {}).get("error"), "missing_result": r is None,
             "result_path": cell.result_path, "first_failure": ff,
-            "loss_svg": loss_svg, "diff_svg": diff_svg, "zero": zero, "all_zero": all_zero,
-            "plot_note": plot_note or None, "has_loss": any(run.get("loss") for run in (r or {}).get("runs", {}).values()),
+            "skipped": summary.skip_reason(cell) if cell.verdict == "skipped" else None,
+            "loss_svg": loss_svg, "grad_svg": grad_svg, "diff_svg": diff_svg, "zero": zero, "all_zero": all_zero,
+            "plot_note": plot_note or None,
             "groups": _group_rows(cell) if r else None, "checks": (r or {}).get("checks", []),
             "memory": _memory(r), "comparison": comparison}
 
 
-def render(results: Results, baseline: Optional[Results] = None, benchmarks: List[Benchmark] = (),
-           options: Options = Options()) -> str:
-    """The report as one HTML string."""
+def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt_num, bytes=fmt_bytes)
-    env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst)
+    env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst,
+                       loss_shift_rtol=compare_mod.LOSS_SHIFT_RTOL, perf_tol=compare_mod.PERF_CHANGE_TOL)
+    return env
 
+
+def render(results: Results, baseline: Optional[Results] = None, benchmarks: List[Benchmark] = (),
+           options: Options = Options(), baseline_benchmarks: List[Benchmark] = ()) -> str:
+    """The report as one HTML string."""
     comparisons = compare_mod.compare(results, baseline) if baseline else []
+    changes = compare_mod.baseline_changes(comparisons, benchmarks, baseline_benchmarks) if baseline else None
     by_id = {c.id: c for c in comparisons}
     plotted = choose_plotted(results.cells, options)
-    ordered = [c for c in results.cells if c.verdict != "pass"] + \
-              [c for c in results.cells if c.verdict == "pass"]
+    bad = [c for c in results.cells if c.verdict in FAILED]
+    ordered = bad + [c for c in results.cells if c.verdict not in FAILED]
     sections = [_section(c, i, plotted.get(c.id), by_id.get(c.id)) for i, c in enumerate(ordered)]
     failing = [{"id": c.id, "href": href(c.id), "verdict": c.verdict, "ff": summary.first_failure(c)}
-               for c in ordered if c.verdict != "pass"]
+               for c in bad]
     agg = results.aggregate
     bench_ratios = ratios(list(benchmarks))
     counter_names = []
     for b in benchmarks:
         counter_names += [k for k in b.counters if k not in counter_names]
-    return env.get_template("report.html.j2").render(
+    return _environment().get_template("report.html.j2").render(
         agg=agg, env=agg["environment"], counts=agg.get("counts") or counts_of(results),
-        results=results, warnings=results.warnings,
+        results=results, warnings=results.warnings, answers=answers_mod.answer(results, changes),
         matrix=matrix_mod.build(results.cells, agg.get("optimizer_order")),
+        verdicts_shown=[v for v in matrix_mod.SYMBOL if any(c.verdict == v for c in results.cells)],
         sections=sections, failing=failing, by_id=by_id,
         baseline=baseline, comparisons=comparisons,
         flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],

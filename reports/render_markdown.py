@@ -1,17 +1,22 @@
 """The GitHub-flavoured Markdown summary for a PR comment (--markdown).
 
-Verdict and environment, the matrix as a table, the failing cells with
-their first divergence, the baseline differences when there is a baseline,
-and a link to the HTML report. The whole text stays under LIMIT characters
+The verdict, then three lines answering the reviewer's questions
+(answers.py): the first failure (cell, step, tensor, check), what changed
+against the baseline, what was not covered. Then the environment, the
+matrix as a table, the failing cells with their first divergence, the
+baseline differences when there is a baseline, and a link to the HTML
+report. The whole text stays under LIMIT characters
 (GitHub refuses comments over 65536): sections that do not fit are cut at a
 row boundary with a note saying how many rows were left out.
 """
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
+import answers as answers_mod
 import compare as compare_mod
 import matrix as matrix_mod
 import summary
-from load import Results, counts_of
+from bench import Benchmark
+from load import FAILED, Results, counts_of
 
 LIMIT = 60000
 RESERVE = 600          # kept free for the truncation notes and the link
@@ -48,7 +53,7 @@ def _matrix_lines(results: Results) -> List[str]:
 def _failing_lines(results: Results) -> List[str]:
     rows = []
     for c in results.cells:
-        if c.verdict == "pass":
+        if c.verdict not in FAILED:
             continue
         ff = summary.first_failure(c) or {}
         step = ff.get("step")
@@ -57,6 +62,86 @@ def _failing_lines(results: Results) -> List[str]:
                     f"{('`' + cell_text(ff['tensor'], 160) + '`') if ff.get('tensor') else '—'} | "
                     f"{cell_text(ff.get('check'), 120)} | {cell_text(ff.get('detail'))} |")
     return rows
+
+
+LIST_MAX = 3           # cells or names listed per answer line before "and N more"
+
+
+def _names(items: List[str], limit: int = LIST_MAX) -> str:
+    """Up to `limit` of `items` joined, and how many more there are."""
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _count(n: int, noun: str) -> str:
+    """ "1 cell", "2 cells". """
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _code(text, limit: int = 160) -> str:
+    return f"`{cell_text(text, limit)}`"
+
+
+def _first_failure_line(a: answers_mod.Answers) -> str:
+    f = a.first_failure
+    if f is None:
+        skipped = a.cells - a.passed
+        return (f"- **Failed first:** nothing: {a.passed} of {a.cells} cells passed"
+                + (f", {skipped} skipped" if skipped else "") + ".")
+    w = f.where
+    step = "—" if w.get("step") is None else w["step"]
+    others = f" ({f.others} other failing or errored cell{'s' if f.others != 1 else ''} below)" if f.others else ""
+    return (f"- **Failed first:** {_code(f.cell.id, 200)} ({f.cell.verdict}): step {step}, "
+            f"tensor {_code(w.get('tensor'))}, check {_code(w.get('check'), 120)}{others}.")
+
+
+def _counted(count_label: str, names: List[str]) -> str:
+    """ "2 fixed: `a`, `b`" — a count and, when there are any, the first names."""
+    return count_label + (": " + _names(names) if names else "")
+
+
+def _baseline_line(b: Optional[compare_mod.BaselineChanges]) -> str:
+    if b is None:
+        return "- **Against the baseline:** no baseline given."
+    tol = compare_mod.PERF_CHANGE_TOL
+    shifts = [f"{_code(c.id, 120)} ({', '.join(f'{s.run} {s.rel:.1%}' for s in c.loss_shifts)})"
+              for c in b.loss_shifted]
+    parts = [_counted(_count(len(b.new_failures), "new failure"), [_code(c.id, 120) for c in b.new_failures]),
+             _counted(f"{len(b.fixed)} fixed", [_code(c.id, 120) for c in b.fixed]),
+             _counted(_count(len(b.loss_shifted), "loss curve") + f" shifted beyond {compare_mod.LOSS_SHIFT_RTOL:.0%}",
+                      shifts)]
+    if b.wall:
+        where = "⚠️ beyond" if b.wall.beyond else "within"
+        parts.append(f"{b.wall.name} {b.wall.before:.1f} s → {b.wall.after:.1f} s ({b.wall.rel:+.0%}, {where} ±{tol:.0%})")
+    if b.bench:
+        parts.append(_counted(_count(len(b.bench), "benchmark") + f" beyond ±{tol:.0%}",
+                              [f"{_code(p.name, 80)} {p.rel:+.0%}" for p in b.bench]))
+    if b.other_flagged:
+        parts.append(_count(len(b.other_flagged), "other flagged cell"))
+    return "- **Against the baseline:** " + "; ".join(parts) + "."
+
+
+def _not_covered_line(n: answers_mod.NotCovered) -> str:
+    if n.nothing:
+        return "- **Not covered:** nothing: every cell ran, no check said n/a, every tensor group was checked."
+    parts = []
+    if n.skipped:
+        parts.append(f"{len(n.skipped)} skipped: " + _names([f"{_code(c.id, 120)} ({cell_text(why, 120)})"
+                                                            for c, why in n.skipped]))
+    if n.na_checks:
+        parts.append(f"{_count(n.na_total, 'check')} n/a on {_count(n.na_cells, 'cell')}: "
+                     + _names([f"{_code(name, 80)} on {count}" for name, count in n.na_checks.items()]))
+    if n.unchecked:
+        cell, why = n.unchecked_cells[0]
+        parts.append(f"groups not checked on {_count(len(n.unchecked_cells), 'cell')}: "
+                     + _names([f"{_code(g, 80)} on {count}" for g, count in n.unchecked.items()])
+                     + f" (e.g. {_code(cell.id, 120)}: {cell_text(why, 160)})")
+    return "- **Not covered:** " + "; ".join(parts) + "."
+
+
+def answer_lines(a: answers_mod.Answers) -> List[str]:
+    """The three answer lines, each bounded (lists cut at LIST_MAX entries)."""
+    return [_first_failure_line(a), _baseline_line(a.baseline), _not_covered_line(a.not_covered)]
 
 
 def _fit(lines: List[str], budget: int) -> (List[str], int):
@@ -71,23 +156,29 @@ def _fit(lines: List[str], budget: int) -> (List[str], int):
 
 
 def render(results: Results, baseline: Optional[Results] = None, html_link: str = "report.html",
-           limit: int = LIMIT) -> str:
+           limit: int = LIMIT, benchmarks: Sequence[Benchmark] = (),
+           baseline_benchmarks: Sequence[Benchmark] = ()) -> str:
     """The summary as Markdown text, shorter than `limit` characters."""
     agg, env = results.aggregate, results.aggregate["environment"]
+    comparisons = compare_mod.compare(results, baseline) if baseline is not None else []
+    changes = compare_mod.baseline_changes(comparisons, benchmarks, baseline_benchmarks) \
+        if baseline is not None else None
     counts = agg.get("counts") or counts_of(results)
     verdict = agg["verdict"]
     symbol = "✅" if verdict == "pass" else "❌"
     scenarios = ", ".join(f"`{cell_text(s.get('file') or s.get('name'), 120)}`" for s in agg["scenarios"][:10])
     if len(agg["scenarios"]) > 10:
         scenarios += f" and {len(agg['scenarios']) - 10} more"
-    head = [f"## shardcheck: {symbol} {verdict.upper()}", "",
-            f"commit `{cell_text(env.get('commit', '?'), 60)}` · started {cell_text(agg.get('started'), 40)} · "
-            f"backend {cell_text(env.get('backend'), 30)} · libtorch {cell_text(env.get('libtorch'), 30)} · "
-            f"host {cell_text(env.get('host'), 60)}", "",
-            f"**{counts['cells']} cells: {counts['passed']} passed, {counts['failed']} failed, "
-            f"{counts['errored']} errored"
-            + (f", {counts['skipped']} skipped" if counts.get("skipped") else "") + "**"
-            + (f" · scenarios: {scenarios}" if scenarios else ""), ""]
+    head = [f"## shardcheck: {symbol} {verdict.upper()}", ""]
+    head += answer_lines(answers_mod.answer(results, changes))
+    head += ["",
+             f"commit `{cell_text(env.get('commit', '?'), 60)}` · started {cell_text(agg.get('started'), 40)} · "
+             f"backend {cell_text(env.get('backend'), 30)} · libtorch {cell_text(env.get('libtorch'), 30)} · "
+             f"host {cell_text(env.get('host'), 60)}", "",
+             f"**{counts['cells']} cells: {counts['passed']} passed, {counts['failed']} failed, "
+             f"{counts['errored']} errored"
+             + (f", {counts['skipped']} skipped" if counts.get("skipped") else "") + "**"
+             + (f" · scenarios: {scenarios}" if scenarios else ""), ""]
     for w in results.warnings[:5]:
         head += [f"> ⚠️ {cell_text(w, 400)}", ""]
     tail = ["", f"Full report with plots and per-tensor tables: [{cell_text(html_link, 300)}]({html_link})", ""]
@@ -116,7 +207,7 @@ def render(results: Results, baseline: Optional[Results] = None, html_link: str 
         body.append("")
 
     if baseline is not None:
-        flagged = [c for c in compare_mod.compare(results, baseline) if c.flags]
+        flagged = [c for c in comparisons if c.flags]
         body += ["### Against the baseline", "",
                  f"Baseline commit `{cell_text(baseline.aggregate['environment'].get('commit', '?'), 60)}`: "
                  f"{len(flagged)} cells flagged.", ""]

@@ -1,9 +1,10 @@
 """Per-cell figures derived from a loaded cell, shared by the HTML and Markdown.
 
-Everything is driven by the cell's own "groups", "schema" and "runs": the
-group list says which tensors were compared, the schema says which child
-optimizer owns each state key, and any run that carries a "diff" is a
-compared run. No state key is named here.
+Everything is driven by the cell's own "groups", "schema", "runs" and
+"checks": the group list says which tensors were compared, the schema says
+which child optimizer owns each state key, any run that carries a "diff" is
+a compared run, and each check's "on" says which groups it judges
+(group_coverage). No state key is named here.
 """
 import dataclasses
 import math
@@ -46,8 +47,9 @@ class GroupStats:
     owner: str              # "model" or the child kinds whose schema holds the key
     max_abs: SeriesMax
     max_rel: SeriesMax
-    max_ulp: SeriesMax
+    max_ulp: SeriesMax      # between same-sign values only (sign changes have no ULP distance)
     mismatch_steps: int     # steps with a nonzero mismatch count
+    sign_changes: SeriesMax  # differing pairs of opposite sign per step (all zero in older results)
 
 
 def diff_runs(result: Optional[dict]) -> List[str]:
@@ -90,8 +92,29 @@ def group_stats(result: Optional[dict]) -> List[GroupStats]:
                 max_abs=series_max(steps, series.get("max_abs")),
                 max_rel=series_max(steps, series.get("max_rel")),
                 max_ulp=series_max(steps, series.get("max_ulp")),
-                mismatch_steps=sum(1 for m in mism if m)))
+                mismatch_steps=sum(1 for m in mism if m),
+                sign_changes=series_max(steps, series.get("sign_changes"))))
     return out
+
+
+def sign_change_note(sign_changes: SeriesMax) -> Optional[str]:
+    """Why a group's max ULP leaves some elements out, or None when no
+    differing pair changed sign: ULP distances are only given between values
+    of the same sign, so opposite-sign pairs are counted apart."""
+    count = sign_changes.value
+    if not count:
+        return None
+    noun = "element" if count == 1 else "elements"
+    if sign_changes.nonzero_steps == 1:
+        return f"ULP n/a for {count:g} sign-changing {noun} (step {sign_changes.step})"
+    return f"ULP n/a for up to {count:g} sign-changing {noun} per step ({sign_changes.nonzero_steps} steps)"
+
+
+def rel_label(result: Optional[dict]) -> str:
+    """What a cell's max_rel is relative to: "vs max(|b|, 1e-05)" when
+    result.json states its "rel_floor", else "" (older results)."""
+    floor = (result or {}).get("rel_floor")
+    return "" if floor is None else f"vs max(|b|, {floor:g})"
 
 
 def zero_series(result: Optional[dict]) -> List[str]:
@@ -138,17 +161,23 @@ def has_loss(result: Optional[dict]) -> bool:
                                 for run in result["runs"].values())
 
 
-def plottable(result: Optional[dict]) -> bool:
-    """Whether the cell has anything to draw: a loss, an lr that is not
-    constant, or a nonzero difference."""
+def has_grad_norm(result: Optional[dict]) -> bool:
+    """Whether some run has a grad-norm value (oracle models have them too)."""
+    return bool(result) and any(any(v is not None for v in run.get("grad_norm") or [])
+                                for run in result["runs"].values())
+
+
+def plot_priority(result: Optional[dict]) -> int:
+    """How much the cell has to draw: 2 for a loss, an lr that is not
+    constant, or a nonzero difference; 1 for a grad norm alone; 0 for
+    nothing."""
     if not result:
-        return False
-    if has_loss(result):
-        return True
+        return 0
     lr = lr_schedule(result)
-    if lr is not None and not lr.constant:
-        return True
-    return any(g.max_abs.nonzero_steps or g.max_rel.nonzero_steps for g in group_stats(result))
+    if has_loss(result) or (lr is not None and not lr.constant) or \
+            any(g.max_abs.nonzero_steps or g.max_rel.nonzero_steps for g in group_stats(result)):
+        return 2
+    return 1 if has_grad_norm(result) else 0
 
 
 def overall_max_abs(result: Optional[dict]) -> Dict[str, Optional[float]]:
@@ -168,7 +197,7 @@ def first_failure(cell: Cell) -> Optional[dict]:
         return cell.entry["first_failure"]
     if r:
         if r.get("skipped"):
-            return {"check": None, "step": None, "tensor": None, "detail": "skipped: " + r["skipped"]}
+            return {"check": None, "step": None, "tensor": None, "detail": "skipped: " + skip_reason(cell)}
         for check in r.get("checks", []):
             if check["verdict"] == "fail":
                 return {"check": check["name"], "step": check.get("first_failing_step"),
@@ -178,8 +207,76 @@ def first_failure(cell: Cell) -> Optional[dict]:
     return None
 
 
+def skip_reason(cell: Cell) -> str:
+    """Why a skipped cell was not run: result.json's "skipped", else the
+    results.json entry's, else its first failure's detail."""
+    for source in (cell.result or {}, cell.entry):
+        if source.get("skipped"):
+            return source["skipped"]
+    ff = cell.entry.get("first_failure") or {}
+    return ff.get("detail") or "no reason given"
+
+
 def failing_checks(result: Optional[dict]) -> List[dict]:
     return [c for c in (result or {}).get("checks", []) if c["verdict"] == "fail"]
+
+
+def check_groups(result: dict, check: dict) -> List[str]:
+    """The tensor groups a check compares: `on` "state" means every state
+    group, "loss" none, any other value the group of that name. A check
+    without `on` is taken as a state check."""
+    on = check.get("on") or "state"
+    if on == "state":
+        return state_groups(result)
+    return [g for g in result["groups"] if g == on]
+
+
+def group_coverage(result: Optional[dict]) -> Dict[str, List[dict]]:
+    """Group -> the checks that apply to it (verdict "pass" or "fail"; an
+    "n/a" check covers nothing), for every group of the cell, in its order.
+    A group with an empty list is not checked."""
+    if not result:
+        return {}
+    out: Dict[str, List[dict]] = {g: [] for g in result["groups"]}
+    for check in result.get("checks", []):
+        if check["verdict"] == "n/a":
+            continue
+        for group in check_groups(result, check):
+            out[group].append(check)
+    return out
+
+
+def group_verdict(checks: List[dict]) -> str:
+    """"fail" when one of a group's checks failed, "pass" when all passed,
+    "unchecked" when none applies."""
+    if not checks:
+        return "unchecked"
+    return "fail" if any(c["verdict"] == "fail" for c in checks) else "pass"
+
+
+def check_runs(check: dict, runs: List[str]) -> List[str]:
+    """Which of the compared `runs` a check speaks for: the runs its `run`
+    names ("uninterrupted+resumed"; a failed check names the run it failed
+    in), or all of them when it names none of them (e.g. "reference")."""
+    named = [r for r in (check.get("run") or "").split("+") if r in runs]
+    return named or list(runs)
+
+
+def unchecked_reason(result: dict, group: str) -> str:
+    """One short line on why no check covers `group` of the cell."""
+    applied = [c for c in result.get("checks", []) if c["verdict"] != "n/a"]
+    not_applicable = [c["name"] for c in result.get("checks", [])
+                      if c["verdict"] == "n/a" and group in check_groups(result, c)]
+    if applied and all(c.get("on") == "loss" for c in applied):
+        reason = "only the loss is checked in this cell"
+    elif applied:
+        covered = sorted({c.get("on") or "state" for c in applied})
+        reason = "the checks compare " + ", ".join(covered) + " only"
+    else:
+        reason = "the cell has no check that applies"
+    if not_applicable:
+        reason += "; n/a here: " + ", ".join(not_applicable)
+    return reason
 
 
 @dataclasses.dataclass
@@ -201,7 +298,7 @@ def tolerance_lines(result: Optional[dict]) -> List[ToleranceLine]:
         on = check.get("on") or "state"
         if check["kind"] != "tolerance" or on == "loss":
             continue
-        groups = state_groups(result) if on == "state" else [g for g in result["groups"] if g == on]
+        groups = check_groups(result, check)
         line = lines.setdefault((check.get("atol"), check.get("rtol")),
                                 ToleranceLine(check.get("atol"), check.get("rtol"), [], []))
         target = f"{check.get('run') or '?'}/{on}"

@@ -54,18 +54,29 @@ void Prepare(TensorDiff& d, const at::Tensor& a, const at::Tensor& b) {
   }
 }
 
-void Account(TensorDiff& d, int64_t i, double x, double y, int64_t ulp) {
+bool SignChange(double x, double y) { return (x < 0 && y > 0) || (x > 0 && y < 0); }
+
+// Adds one differing pair to the figures (max abs/rel, same-sign ULP).
+void Measure(TensorDiff& d, double x, double y, int64_t ulp, double rel_floor) {
+  const double abs = std::fabs(x - y);
+  d.max_abs = std::max(d.max_abs, abs);
+  d.max_rel = std::max(d.max_rel, abs / std::max(std::fabs(y), rel_floor));
+  if (SignChange(x, y))
+    ++d.sign_changes;
+  else
+    d.max_ulp = std::max(d.max_ulp, ulp);
+}
+
+void Account(TensorDiff& d, int64_t i, double x, double y, int64_t ulp, double rel_floor) {
   ++d.mismatches;
   const double abs = std::fabs(x - y);
-  const double rel = abs / std::max(std::fabs(y), 1e-30);
   if (abs > d.max_abs || d.worst_index < 0) {
     d.max_abs = abs;
     d.worst_index = i;
     d.worst_a = x;
     d.worst_b = y;
   }
-  d.max_rel = std::max(d.max_rel, rel);
-  d.max_ulp = std::max(d.max_ulp, ulp);
+  Measure(d, x, y, ulp, rel_floor);
   if (d.first.size() < kFirstMismatches) d.first.push_back({i, x, y});
 }
 
@@ -77,7 +88,8 @@ int64_t UlpDistance(const at::Tensor& a, const at::Tensor& b, int64_t i) {
   return std::llabs(Ordered(RawBits(a, i), width) - Ordered(RawBits(b, i), width));
 }
 
-TensorDiff CompareBitwise(const std::string& name, const at::Tensor& a_in, const at::Tensor& b_in) {
+TensorDiff CompareBitwise(const std::string& name, const at::Tensor& a_in, const at::Tensor& b_in,
+                          double rel_floor) {
   TensorDiff d;
   d.name = name;
   Prepare(d, a_in, b_in);
@@ -92,7 +104,7 @@ TensorDiff CompareBitwise(const std::string& name, const at::Tensor& a_in, const
   const double* xb = fb.data_ptr<double>();
   for (int64_t i = 0; i < a.numel(); ++i)
     if (std::memcmp(pa + i * es, pb + i * es, es) != 0)
-      Account(d, i, xa[i], xb[i], UlpDistance(a, b, i));
+      Account(d, i, xa[i], xb[i], UlpDistance(a, b, i), rel_floor);
   return d;
 }
 
@@ -106,21 +118,17 @@ TensorDiff CompareTolerance(const std::string& name, const at::Tensor& a_in, con
   const at::Tensor fa = a.to(at::kDouble), fb = b.to(at::kDouble);
   const double* xa = fa.data_ptr<double>();
   const double* xb = fb.data_ptr<double>();
+  const double rel_floor = RelFloor(atol);
   for (int64_t i = 0; i < a.numel(); ++i) {
     const double x = xa[i], y = xb[i];
     if (x == y || (std::isnan(x) && std::isnan(y))) continue;
     const int64_t ulp = UlpDistance(a, b, i);
-    const bool ok =
-        std::fabs(x - y) <= atol + rtol * std::fabs(y) && (max_ulp < 0 || ulp <= max_ulp);
-    if (!ok) {
-      Account(d, i, x, y, ulp);
-    } else {
-      // Track the figures of differences within tolerance too.
-      const double abs = std::fabs(x - y);
-      d.max_abs = std::max(d.max_abs, abs);
-      d.max_rel = std::max(d.max_rel, abs / std::max(std::fabs(y), 1e-30));
-      d.max_ulp = std::max(d.max_ulp, ulp);
-    }
+    const bool ulp_ok = max_ulp < 0 || (!SignChange(x, y) && ulp <= max_ulp);
+    const bool ok = std::fabs(x - y) <= atol + rtol * std::fabs(y) && ulp_ok;
+    if (!ok)
+      Account(d, i, x, y, ulp, rel_floor);
+    else
+      Measure(d, x, y, ulp, rel_floor);  // differences within tolerance have figures too
   }
   return d;
 }
@@ -136,13 +144,16 @@ std::string TensorDiff::Summary() const {
     s << "equal (" << numel << " elements";
     if (max_abs > 0)
       s << ", max abs " << max_abs << ", max rel " << max_rel << ", max ulp " << max_ulp;
+    if (sign_changes > 0) s << ", " << sign_changes << " sign changes";
     s << ")";
     return s.str();
   }
   s.precision(9);
   s << mismatches << "/" << numel << " differ, max abs " << max_abs << " at [" << worst_index
-    << "] (a=" << worst_a << " b=" << worst_b << "), max rel " << max_rel << ", max ulp " << max_ulp
-    << "; first:";
+    << "] (a=" << worst_a << " b=" << worst_b << "), max rel " << max_rel << ", max ulp "
+    << max_ulp;
+  if (sign_changes > 0) s << " (" << sign_changes << " sign changes)";
+  s << "; first:";
   for (const auto& m : first) s << " [" << m.index << "] " << m.a << " vs " << m.b << ";";
   return s.str();
 }

@@ -22,8 +22,9 @@ struct TensorDiff {
   int64_t numel = 0;
   int64_t mismatches = 0;    // elements whose bytes (bitwise) or values (tolerance) differ
   double max_abs = 0.0;      // max |a - b| (in fp64)
-  double max_rel = 0.0;      // max |a - b| / max(|b|, tiny)
-  int64_t max_ulp = 0;       // max distance in units in the last place of a's dtype
+  double max_rel = 0.0;      // max |a - b| / max(|b|, rel_floor)
+  int64_t max_ulp = 0;       // max ULP distance of a's dtype, over same-sign pairs only
+  int64_t sign_changes = 0;  // differing pairs of opposite sign (both nonzero): no ULP figure
   int64_t worst_index = -1;  // index of max_abs
   double worst_a = 0.0, worst_b = 0.0;
   std::vector<Mismatch> first;  // the first few mismatches, by index
@@ -34,11 +35,24 @@ struct TensorDiff {
   std::string Summary() const;
 };
 
+// The floor of relative differences: |a - b| / max(|b|, floor), so values
+// near 0 do not turn tiny absolute differences into huge relative ones.
+// It is the tolerance's atol, or kDefaultRelFloor (fp32's default atol in
+// SEMANTICS.md section 6) when there is none.
+constexpr double kDefaultRelFloor = 1e-5;
+inline double RelFloor(double atol) { return atol > 0.0 ? atol : kDefaultRelFloor; }
+
+// ULP distances are given only between values of the same sign (or a zero):
+// across a sign change the distance counts every float between, which says
+// nothing about closeness. Such pairs are counted in sign_changes instead.
+
 // Byte comparison of every element (+0 and -0 differ, NaNs of the same bits
 // are equal). Figures are filled in for the elements that differ.
-TensorDiff CompareBitwise(const std::string& name, const at::Tensor& a, const at::Tensor& b);
+TensorDiff CompareBitwise(const std::string& name, const at::Tensor& a, const at::Tensor& b,
+                          double rel_floor = kDefaultRelFloor);
 
-// |a - b| <= atol + rtol * |b| per element (and max_ulp, when >= 0, in ULPs).
+// |a - b| <= atol + rtol * |b| per element (and max_ulp, when >= 0, in ULPs;
+// a sign change exceeds any ULP bound). Relative figures use RelFloor(atol).
 TensorDiff CompareTolerance(const std::string& name, const at::Tensor& a, const at::Tensor& b,
                             double rtol, double atol, int64_t max_ulp = -1);
 

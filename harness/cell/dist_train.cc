@@ -39,12 +39,17 @@ std::string DecodeName(const at::Tensor& t) {
 }
 
 struct LocalCompare {
-  std::vector<int64_t> mismatches, violations, max_ulp;
+  std::vector<int64_t> mismatches, violations, sign_changes, max_ulp;
   std::vector<double> max_abs, max_rel;
   std::string first_tensor, first_detail;
 
   explicit LocalCompare(size_t n)
-      : mismatches(n, 0), violations(n, 0), max_ulp(n, 0), max_abs(n, 0.0), max_rel(n, 0.0) {}
+      : mismatches(n, 0),
+        violations(n, 0),
+        sign_changes(n, 0),
+        max_ulp(n, 0),
+        max_abs(n, 0.0),
+        max_rel(n, 0.0) {}
 
   void Add(size_t group, const TensorDiff& bits, const TensorDiff* tol) {
     if (tol) {
@@ -53,12 +58,14 @@ struct LocalCompare {
       max_abs[group] = std::max(max_abs[group], tol->max_abs);
       max_rel[group] = std::max(max_rel[group], tol->max_rel);
       max_ulp[group] = std::max(max_ulp[group], tol->max_ulp);
+      sign_changes[group] += tol->sign_changes;
     }
     if (bits.Equal()) return;
     mismatches[group] += bits.shape_or_dtype_differs ? 1 : bits.mismatches;
     max_abs[group] = std::max(max_abs[group], bits.max_abs);
     max_rel[group] = std::max(max_rel[group], bits.max_rel);
     max_ulp[group] = std::max(max_ulp[group], bits.max_ulp);
+    if (!tol) sign_changes[group] += bits.sign_changes;
     if (first_tensor.empty()) {
       first_tensor = bits.name;
       first_detail = bits.Summary();
@@ -77,7 +84,7 @@ LocalCompare CompareWithReference(DistributedOptimizer& opt, const StateDict& re
   LocalCompare lc(groups.size());
   const bool tolerance = o.compare_atol > 0.0 || o.compare_rtol > 0.0;
   auto add = [&](size_t g, const std::string& name, const at::Tensor& a, const at::Tensor& b) {
-    const TensorDiff bits = CompareBitwise(name, a, b);
+    const TensorDiff bits = CompareBitwise(name, a, b, RelFloor(o.compare_atol));
     if (!tolerance) return lc.Add(g, bits, nullptr);
     const TensorDiff tol = CompareTolerance(name, a, b, o.compare_rtol, o.compare_atol);
     lc.Add(g, bits, &tol);
@@ -246,6 +253,7 @@ class DistributedRun {
     const int64_t n = static_cast<int64_t>(groups_.size());
     std::vector<int64_t> counts_v = lc.mismatches;
     counts_v.insert(counts_v.end(), lc.violations.begin(), lc.violations.end());
+    counts_v.insert(counts_v.end(), lc.sign_changes.begin(), lc.sign_changes.end());
     at::Tensor counts = at::tensor(counts_v, at::kLong);
     std::vector<double> max_v = lc.max_abs;
     max_v.insert(max_v.end(), lc.max_rel.begin(), lc.max_rel.end());
@@ -259,6 +267,7 @@ class DistributedRun {
       gs.group = groups_[static_cast<size_t>(g)];
       gs.mismatches = counts[g].item<int64_t>();
       gs.tol_violations = counts[n + g].item<int64_t>();
+      gs.sign_changes = counts[2 * n + g].item<int64_t>();
       gs.max_abs = maxes[g].item<double>();
       gs.max_rel = maxes[n + g].item<double>();
       gs.max_ulp = static_cast<int64_t>(maxes[2 * n + g].item<double>());
@@ -382,11 +391,9 @@ nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const T
     if (!std::isnan(s.loss)) js["loss"] = s.loss;
     if (s.after_load) js["after_load"] = true;
     for (const auto& g : s.groups)
-      js["groups"][g.group] = {{"mismatches", g.mismatches},
-                               {"tol_violations", g.tol_violations},
-                               {"max_abs_diff", g.max_abs},
-                               {"max_rel_diff", g.max_rel},
-                               {"max_ulp", g.max_ulp}};
+      js["groups"][g.group] = {{"mismatches", g.mismatches}, {"tol_violations", g.tol_violations},
+                               {"max_abs_diff", g.max_abs},  {"max_rel_diff", g.max_rel},
+                               {"max_ulp", g.max_ulp},       {"sign_changes", g.sign_changes}};
     j["steps"].push_back(js);
   }
   if (r.first_mismatch) {
@@ -420,10 +427,10 @@ TrainResult TrainResultFromJson(const nlohmann::ordered_json& j) {
           js.contains("loss") ? js["loss"].get<double>() : std::numeric_limits<double>::quiet_NaN();
       if (js.contains("groups"))
         for (const auto& [group, g] : js["groups"].items())
-          s.groups.push_back({group, g.at("mismatches").get<int64_t>(),
-                              g.at("tol_violations").get<int64_t>(),
-                              g.at("max_abs_diff").get<double>(),
-                              g.at("max_rel_diff").get<double>(), g.at("max_ulp").get<int64_t>()});
+          s.groups.push_back(
+              {group, g.at("mismatches").get<int64_t>(), g.at("tol_violations").get<int64_t>(),
+               g.at("max_abs_diff").get<double>(), g.at("max_rel_diff").get<double>(),
+               g.at("max_ulp").get<int64_t>(), g.value("sign_changes", int64_t{0})});
       r.steps.push_back(std::move(s));
     }
     if (!j.at("first_mismatch").is_null()) {

@@ -57,8 +57,9 @@ struct GroupStep {
   int64_t mismatches = 0;      // elements whose bytes differ
   int64_t tol_violations = 0;  // elements outside the tolerance
   double max_abs = 0.0;
-  double max_rel = 0.0;
-  int64_t max_ulp = 0;
+  double max_rel = 0.0;      // against max(|b|, RelFloor(compare_atol)) (compare.h)
+  int64_t max_ulp = 0;       // over same-sign pairs
+  int64_t sign_changes = 0;  // differing pairs of opposite sign (no ULP figure)
 };
 
 struct StepRecord {

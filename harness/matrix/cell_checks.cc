@@ -189,7 +189,11 @@ CheckOutcome AgainstReference(const CheckSpec& c, const CellRuns& r) {
           bad = g.mismatches > 0;
         } else {
           const bool counted = c.atol == r.count_atol && c.rtol == r.count_rtol;
-          bad = counted ? g.tol_violations > 0 : !(g.max_abs <= c.atol || g.max_rel <= c.rtol);
+          // Uncounted bounds judge from the figures: max_rel is taken against
+          // max(|b|, floor), so it bounds |a - b| by rtol * |b| only where
+          // rtol * floor stays within this check's atol.
+          const bool rel_ok = g.max_rel <= c.rtol && c.rtol * RelFloor(r.count_atol) <= c.atol;
+          bad = counted ? g.tol_violations > 0 : !(g.max_abs <= c.atol || rel_ok);
           if (c.max_ulp >= 0 && g.max_ulp > c.max_ulp) bad = true;
         }
         if (!bad) continue;

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/cell/compare.h"
 #include "harness/cell/run_files.h"
 #include "harness/matrix/cell_checks.h"
 #include "harness/matrix/cell_phases.h"
@@ -62,7 +63,8 @@ nlohmann::ordered_json RunJson(const TrainResult& r, int dp,
                     {"max_rel", nlohmann::ordered_json::array()},
                     {"max_ulp", nlohmann::ordered_json::array()},
                     {"mismatches", nlohmann::ordered_json::array()},
-                    {"tol_violations", nlohmann::ordered_json::array()}};
+                    {"tol_violations", nlohmann::ordered_json::array()},
+                    {"sign_changes", nlohmann::ordered_json::array()}};
   bool any_loss = false;
   for (const auto& s : r.steps) {
     j["steps"].push_back(s.step);
@@ -78,6 +80,7 @@ nlohmann::ordered_json RunJson(const TrainResult& r, int dp,
       d["max_ulp"].push_back(g.max_ulp);
       d["mismatches"].push_back(g.mismatches);
       d["tol_violations"].push_back(g.tol_violations);
+      d["sign_changes"].push_back(g.sign_changes);
     }
   }
   if (!any_loss) j["loss"] = nullptr;
@@ -181,6 +184,7 @@ void AddRunsAndChecks(const Cell& cell, const CellRuns& r, bool has_loss,
     schema[c->kind()] = c->schema().Names();
   j["schema"] = schema;
   j["groups"] = r.groups;
+  j["rel_floor"] = RelFloor(r.count_atol);
   nlohmann::ordered_json runs;
   runs["reference"] = ReferenceJson(r.reference, has_loss);
   runs["uninterrupted"] = RunJson(r.uninterrupted.root, cell.dp, r.groups);
@@ -212,7 +216,10 @@ void AddRunsAndChecks(const Cell& cell, const CellRuns& r, bool has_loss,
 nlohmann::ordered_json EnvironmentJson(const std::string& backend) {
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
-  std::string commit = Shell("git rev-parse --short HEAD 2>/dev/null");
+  // SHARDCHECK_COMMIT names the commit when the binary runs outside its
+  // checkout (ci/pr-report builds from exported trees).
+  const char* given = std::getenv("SHARDCHECK_COMMIT");
+  std::string commit = given && *given ? given : Shell("git rev-parse --short HEAD 2>/dev/null");
   if (commit.empty()) commit = "unknown";
   return {
       {"commit", commit},

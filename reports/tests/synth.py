@@ -28,6 +28,9 @@ SCHEMAS = {
 # "optimizer_order" (it lists setups the synthetic sets never use, too).
 OPTIMIZER_ORDER = ["adam", "adamw", "ademamix", "lion", "sgd", "muon_adam", "muon_lion"]
 BASE_LR = 1e-4
+# Setups with a sign-based child: the runner checks their real-model params bitwise only.
+SIGN_BASED = ("lion", "muon_lion")
+MODEL_GROUPS = ("params", "main_params")
 SHARDING_TYPES = ["dp_reshardable", "fully_reshardable", "dp_zero_gather_scatter",
                   "fully_sharded_model_space"]
 ENV = {"commit": "d93ad75", "libtorch": "1.13.1", "backend": "gloo", "host": "ci-runner-3",
@@ -64,15 +67,27 @@ def lr_at(step: int, steps: int, schedule: Optional[str], base: float = BASE_LR)
 def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None, save_at=None,
               dtype="bf16", model="oracle:gpt-tiny", steps=12, fail: Optional[dict] = None,
               error: Optional[str] = None, scenario="ci-oracle", seed=1, tolerance=False,
-              ranks_memory=True, noise=0.0, lr_schedule: Optional[str] = "constant") -> Dict:
+              ranks_memory=True, noise=0.0, lr_schedule: Optional[str] = "constant",
+              real_checks=False, rel_floor: Optional[float] = None, sign_changes: Optional[dict] = None,
+              loss_shift=0.0, skipped: Optional[str] = None) -> Dict:
     """One cell as {"entry": results.json entry, "result": result.json or None}.
 
     fail = {"group": G, "step": S, "run": "resumed"|"uninterrupted", "size": X}
-    makes the group's diff jump to X from step S on, and the matching check
-    fail there. tolerance=True (or a non-oracle model) gives small nonzero
-    diffs checked against atol/rtol instead of bitwise zeros. lr_schedule
-    ("constant", "warmup_cosine", or None for no "lr" series, as older
-    results) gives every run its per-step lr (null after a load)."""
+    makes the group's diff jump to X from step S on, and the check covering
+    that group and run fail there. tolerance=True (or a non-oracle model)
+    gives small nonzero diffs checked against atol/rtol instead of bitwise
+    zeros. Checks are on params, main_params (when a group) and state, per
+    compared run; real_checks=True gives a real model the runner's default
+    checks instead (real_model_checks). lr_schedule ("constant",
+    "warmup_cosine", or None for no "lr" series, as older results) gives
+    every run its per-step lr (null after a load).
+
+    rel_floor writes result.json's "rel_floor"; sign_changes = {"group": G,
+    "step": S, "count": N, "run": R} gives every diff group a
+    "sign_changes" series, zero but for N at step S of group G in run R.
+    Both are left out by default, as in older results. loss_shift is added
+    to every loss value (a moved loss curve, for baseline comparisons).
+    skipped = REASON makes a cell that was not run."""
     rng = random.Random(f"{optimizer}{sharding}{dp}{resume_dp}{dtype}{model}{seed}")
     if resume_dp is not None and save_at is None:
         save_at = max(1, steps // 3)
@@ -81,7 +96,9 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
     tolerance = tolerance or has_loss
     groups = groups_of(optimizer, dtype)
     schema = SCHEMAS[optimizer]
-    verdict = "error" if error else ("fail" if fail else "pass")
+    verdict = "skipped" if skipped else "error" if error else ("fail" if fail else "pass")
+    if real_checks and (fail or not has_loss):
+        raise ValueError("real_checks makes passing real-model cells only")
 
     def series(run_name, start):
         steps_list = list(range(start, steps + 1))
@@ -98,12 +115,16 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
             ulp = [0 if v == 0 else int(v / 1e-9) + 1 for v in base]
             diff[g] = {"max_abs": base, "max_rel": [v * 40 for v in base], "max_ulp": ulp,
                        "mismatches": [0 if v == 0 else 1 + int(rng.random() * 50) for v in base]}
+            if sign_changes:
+                hit = sign_changes["group"] == g and sign_changes.get("run", "uninterrupted") == run_name
+                diff[g]["sign_changes"] = [sign_changes["count"] if hit and s == sign_changes["step"] else 0
+                                           for s in steps_list]
         return steps_list, diff
 
     def losses(steps_list, shift=0.0):
         if not has_loss:
             return None
-        return [round(4.2 * math.exp(-s / (steps * 0.6)) + 0.8 + 0.02 * math.sin(s) + shift, 6)
+        return [round(4.2 * math.exp(-s / (steps * 0.6)) + 0.8 + 0.02 * math.sin(s) + shift + loss_shift, 6)
                 for s in steps_list]
 
     def lrs(steps_list, after_load=None):
@@ -133,34 +154,10 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
         for run in runs.values():
             del run["lr"]
 
-    checks = []
-    for run_name in [r for r in ("uninterrupted", "resumed") if r in runs]:
-        for on in ("params", "state"):
-            failing = bool(fail) and fail.get("run", "resumed") == run_name and \
-                ((on == "state") == (fail["group"] not in ("params", "main_params")))
-            kind = "tolerance" if tolerance else "bitwise"
-            check = {"name": f"{run_name}-vs-reference-{kind}-{on}", "kind": kind, "on": on,
-                     "run": run_name, "against": "reference",
-                     "atol": 1e-5 if tolerance else 0.0, "rtol": 1.3e-3 if tolerance else 0.0,
-                     "max_ulp": None if tolerance else 0, "verdict": "fail" if failing else "pass",
-                     "first_failing_step": fail["step"] if failing else None,
-                     "first_failing_tensor": f"state.{fail['group']}.layers.1.fc1.weight"
-                     if failing and on == "state" else ("layers.1.fc1.weight" if failing else None),
-                     "max_abs": fail.get("size", 3e-2) if failing else (1e-7 if tolerance else 0.0),
-                     "max_rel": 1.0 if failing else (4e-6 if tolerance else 0.0),
-                     "max_ulp_seen": 123456 if failing else (100 if tolerance else 0),
-                     "detail": (f"{fail['group']} differs by {fail.get('size', 3e-2):g} at step "
-                                f"{fail['step']} (layers.1.fc1.weight[17])") if failing
-                     else f"{'within tolerance' if tolerance else 'bitwise equal'} at {len(runs[run_name]['steps'])} steps"}
-            checks.append(check)
-    if has_loss and "resumed" in runs:
-        checks.append({"name": "resumed-vs-uninterrupted-loss-continuity", "kind": "loss_continuity",
-                       "on": "loss", "run": "resumed", "against": "uninterrupted", "atol": 0.0,
-                       "rtol": 1e-6, "max_ulp": None, "verdict": "fail" if fail else "pass",
-                       "first_failing_step": fail["step"] if fail else None, "first_failing_tensor": None,
-                       "max_abs": 0.05 if fail else 0.0, "max_rel": 0.01 if fail else 0.0,
-                       "max_ulp_seen": None, "detail": "loss continuous across the resume"
-                       if not fail else f"loss jumps by 0.05 at step {fail['step']}"})
+    if real_checks:
+        checks = real_model_checks(optimizer, dp, resume_dp, dtype)
+    else:
+        checks = synthetic_checks(runs, groups, tolerance, has_loss, fail)
     first_failure = None
     if fail:
         bad = next(c for c in checks if c["verdict"] == "fail")
@@ -191,12 +188,80 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
         "environment": dict(ENV), "schema": schema, "groups": groups, "runs": runs, "checks": checks,
         "verdict": verdict, "error": error, "first_failure": first_failure, "memory": memory,
         "wall_s": round(0.5 + rng.random() * 2, 2)}
+    if rel_floor is not None:
+        result["rel_floor"] = rel_floor
     if error:
         result.update(runs={}, checks=[], memory=[], first_failure=None)
+    if skipped:
+        result.update(runs={}, checks=[], memory=[], groups=[], first_failure=None, skipped=skipped)
     entry = {"id": cid, "dir": cid, "scenario": scenario, "optimizer": optimizer, "sharding_type": sharding,
              "dp": dp, "resume_dp": resume_dp, "save_at": save_at, "dtype": dtype, "model": model,
              "steps": steps, "verdict": verdict, "first_failure": first_failure, "wall_s": result["wall_s"]}
     return {"entry": entry, "result": result}
+
+
+def synthetic_checks(runs: Dict, groups: List[str], tolerance: bool, has_loss: bool,
+                     fail: Optional[dict]) -> List[Dict]:
+    """One check per compared run on params, main_params (when a group) and
+    state, bitwise or within a tolerance; a loss continuity check for a
+    resumed real model. The check covering fail's group and run fails."""
+    checks = []
+    ons = ["params"] + (["main_params"] if "main_params" in groups else []) + ["state"]
+    for run_name in [r for r in ("uninterrupted", "resumed") if r in runs]:
+        for on in ons:
+            covers = fail and (fail["group"] == on or (on == "state" and fail["group"] not in MODEL_GROUPS))
+            failing = bool(covers) and fail.get("run", "resumed") == run_name
+            kind = "tolerance" if tolerance else "bitwise"
+            check = {"name": f"{run_name}-vs-reference-{kind}-{on}", "kind": kind, "on": on,
+                     "run": run_name, "against": "reference",
+                     "atol": 1e-5 if tolerance else 0.0, "rtol": 1.3e-3 if tolerance else 0.0,
+                     "max_ulp": None if tolerance else 0, "verdict": "fail" if failing else "pass",
+                     "first_failing_step": fail["step"] if failing else None,
+                     "first_failing_tensor": f"state.{fail['group']}.layers.1.fc1.weight"
+                     if failing and on == "state" else ("layers.1.fc1.weight" if failing else None),
+                     "max_abs": fail.get("size", 3e-2) if failing else (1e-7 if tolerance else 0.0),
+                     "max_rel": 1.0 if failing else (4e-6 if tolerance else 0.0),
+                     "max_ulp_seen": 123456 if failing else (100 if tolerance else 0),
+                     "detail": (f"{fail['group']} differs by {fail.get('size', 3e-2):g} at step "
+                                f"{fail['step']} (layers.1.fc1.weight[17])") if failing
+                     else f"{'within tolerance' if tolerance else 'bitwise equal'} at {len(runs[run_name]['steps'])} steps"}
+            checks.append(check)
+    if has_loss and "resumed" in runs:
+        checks.append({"name": "resumed-vs-uninterrupted-loss-continuity", "kind": "loss_continuity",
+                       "on": "loss", "run": "resumed", "against": "uninterrupted", "atol": 0.0,
+                       "rtol": 1e-6, "max_ulp": None, "verdict": "fail" if fail else "pass",
+                       "first_failing_step": fail["step"] if fail else None, "first_failing_tensor": None,
+                       "max_abs": 0.05 if fail else 0.0, "max_rel": 0.01 if fail else 0.0,
+                       "max_ulp_seen": None, "detail": "loss continuous across the resume"
+                       if not fail else f"loss jumps by 0.05 at step {fail['step']}"})
+    return checks
+
+
+def real_model_checks(optimizer: str, dp: int, resume_dp: Optional[int], dtype: str) -> List[Dict]:
+    """The runner's default checks of a passing real-model cell
+    (docs/scenarios.md, "Default checks"): tolerance on params (not for a
+    setup with a sign-based child), tolerance on the loss and, with a
+    resume, a bitwise same-DP resume check ("n/a" when the DP size changes)
+    and loss continuity."""
+    def check(kind, on, verdict="pass", run="uninterrupted+resumed", against="reference", detail="", **tol):
+        return dict({"name": f"{kind}-{on}", "kind": kind, "on": on, "run": run, "against": against,
+                     "atol": 0.0, "rtol": 0.0, "max_ulp": None, "verdict": verdict,
+                     "first_failing_step": None, "first_failing_tensor": None, "max_abs": 0.0,
+                     "max_rel": 0.0, "max_ulp_seen": 0, "detail": detail}, **tol)
+    loss_rtol = 1e-4 if dtype == "fp32" else 1e-2
+    out = []
+    if optimizer not in SIGN_BASED:
+        out.append(check("tolerance", "params", atol=1e-3 if dtype == "fp32" else 1e-2, rtol=1e-2,
+                         detail="within tolerance to the reference"))
+    out.append(check("tolerance", "loss", rtol=loss_rtol, detail="losses within tolerance of the reference"))
+    if resume_dp is not None:
+        same = resume_dp == dp
+        out.append(check("bitwise", "params", "pass" if same else "n/a", run="resumed", against="uninterrupted",
+                         detail="resumed run bitwise equal to the uninterrupted run" if same else
+                         "the resume changes the DP size: the reduction order changes, so only tolerance applies"))
+        out.append(check("loss_continuity", "loss", run="resumed", against="uninterrupted", rtol=loss_rtol,
+                         detail="resumed loss continues the uninterrupted curve"))
+    return out
 
 
 def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional[Dict] = None,
@@ -214,9 +279,11 @@ def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional
     entries = [c["entry"] for c in cells]
     counts = {"cells": len(entries), "passed": sum(e["verdict"] == "pass" for e in entries),
               "failed": sum(e["verdict"] == "fail" for e in entries),
-              "errored": sum(e["verdict"] == "error" for e in entries)}
+              "errored": sum(e["verdict"] == "error" for e in entries),
+              "skipped": sum(e["verdict"] == "skipped" for e in entries)}
     scen = sorted({e["scenario"] for e in entries})
-    agg = {"format": "shardcheck-results/1", "verdict": "pass" if counts["passed"] == len(entries) else "fail",
+    ran_well = counts["passed"] + counts["skipped"] == len(entries)
+    agg = {"format": "shardcheck-results/1", "verdict": "pass" if ran_well else "fail",
            "started": started, "wall_s": round(sum(e["wall_s"] for e in entries), 1),
            "environment": dict(ENV, commit=commit),
            "scenarios": [{"name": s, "file": f"scenarios/ci/{s}.yaml", "description": "synthetic"}

@@ -19,6 +19,10 @@ TIMEOUT_S = 120
 CONSOLE = re.compile(r"Uncaught|ERROR:CONSOLE|:CONSOLE[:(]|CONSOLE\(")
 FAIL_RED = np.array([0xc6, 0x28, 0x28]) / 255.0      # the FAIL badge
 PASS_GREEN = np.array([0xc8, 0xe6, 0xc9]) / 255.0    # a passing matrix slot
+# The reds of failing rows and boxes: a failing slot, a failed group or check row, a red figure.
+FAILING_REDS = [np.array(c) / 255.0 for c in ((0xff, 0xcd, 0xd2), (0xff, 0xeb, 0xee), (0xb7, 0x1c, 0x1c),
+                                              (0xef, 0x9a, 0x9a))]
+SCREEN = (1280, 800)
 
 
 def in_ci() -> bool:
@@ -87,6 +91,64 @@ def test_dom_has_the_matrix_and_no_console_errors(chromium, report, tmp_path):
         assert f'id="{c["entry"]["id"]}"' in dom
     assert dom.count("<svg") >= 6
     assert not console_lines(proc.stderr), console_lines(proc.stderr)
+
+
+def pixels_like(img, color, tol=0.015) -> int:
+    """How many pixels of `img` are within `tol` of `color` in every channel (the
+    default is tighter than 4/255: light pinks sit close to the greys)."""
+    return int((np.abs(img - color).max(axis=2) < tol).sum())
+
+
+def first_screen(binary, tmp_path, html_path, name):
+    """A 1280x800 screenshot of the top of a page, as an RGB array."""
+    png = tmp_path / f"{name}.png"
+    proc = run_chromium(binary, tmp_path, "file://" + html_path, f"--screenshot={png}",
+                        f"--window-size={SCREEN[0]},{SCREEN[1]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    img = matplotlib.image.imread(str(png))[..., :3]
+    assert img.shape[:2] == (SCREEN[1], SCREEN[0])
+    return img
+
+
+def test_first_failure_is_on_the_first_screen(chromium, tmp_path):
+    out = synth.write_results(str(tmp_path / "results"), synth.one_failing())
+    from conftest import run_report
+    run_report(out)
+    html = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+    probe = ("<script>for (const id of ['first-failure', 'answers'])"
+             " document.body.setAttribute('data-bottom-' + id,"
+             " document.getElementById(id).getBoundingClientRect().bottom)</script>")
+    copy = tmp_path / "probe.html"                    # the report itself stays script-free
+    copy.write_text(html.replace("</body>", probe + "</body>"), encoding="utf-8")
+    proc = run_chromium(chromium, tmp_path, f"file://{copy}", "--dump-dom",
+                        f"--window-size={SCREEN[0]},{SCREEN[1]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    bottoms = dict(re.findall(r'data-bottom-([\w-]+)="([\d.]+)"', proc.stdout))
+    assert set(bottoms) == {"first-failure", "answers"}, proc.stdout[:2000]
+    assert 0 < float(bottoms["first-failure"]) <= SCREEN[1]
+    assert float(bottoms["answers"]) <= SCREEN[1]     # the three answers fit on the first screen
+    block = re.search(r'<p id="first-failure".*?</p>', proc.stdout, re.S).group(0)
+    text = " ".join(re.sub(r"<[^>]+>", "", block).split())
+    for part in ("lion.dp_zero_gather_scatter.dp2-to-dp3.bf16.oracle-gpt-tiny", "step 6",
+                 "tensor state.exp_avg.layers.1.fc1.weight", "check resumed-vs-reference-bitwise-state"):
+        assert part in text, text
+    assert not console_lines(proc.stderr), console_lines(proc.stderr)
+
+
+def test_passing_first_screen_has_no_red(chromium, tmp_path):
+    from conftest import run_report
+    shots = {}
+    for name, cells in (("passing", synth.all_passing()), ("failing", synth.one_failing())):
+        out = synth.write_results(str(tmp_path / name), cells)
+        run_report(out)
+        shots[name] = first_screen(chromium, tmp_path, os.path.join(out, "report.html"), name)
+    assert pixels_like(shots["passing"], PASS_GREEN) > 200          # the green slots are on screen
+    assert pixels_like(shots["passing"], FAIL_RED) == 0
+    for red in FAILING_REDS:
+        assert pixels_like(shots["passing"], red) == 0, red * 255
+    # the same check sees the reds of a failing report's first screen
+    assert pixels_like(shots["failing"], FAIL_RED) > 200
+    assert sum(pixels_like(shots["failing"], red) for red in FAILING_REDS) > 200
 
 
 def test_console_check_catches_a_script_error(chromium, tmp_path):

@@ -180,3 +180,13 @@ def test_lr_and_optimizer_order_are_optional(tmp_path):
     new = synth.write_results(str(tmp_path / "new"), synth.lion_only())
     assert json.load(open(cell_json(new)))["runs"]["resumed"]["lr"][0] is None   # the after-load step
     assert run_report(new).returncode == 0
+
+
+def test_malformed_rel_floor_and_sign_changes(tmp_path):
+    out = write(tmp_path)
+    edit(cell_json(out), lambda d: d.update(rel_floor="1e-5"))
+    expect_error(out, "result.json: rel_floor: expected num, got the string '1e-5'")
+    out = write(tmp_path)
+    edit(cell_json(out), lambda d: d.update(rel_floor=1e-5) or
+         d["runs"]["resumed"]["diff"]["params"].update(sign_changes=[0]))
+    expect_error(out, "runs.resumed.diff.params.sign_changes: has 1 entries but steps has 9")

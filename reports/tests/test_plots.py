@@ -98,3 +98,54 @@ def test_a_resumed_lr_that_leaves_the_schedule_is_drawn_too():
     resumed["lr"] = [None] + [synth.lr_at(s - 8, 30, "warmup_cosine") for s in resumed["steps"][1:]]
     lr_ax = plots.loss_figure(cell["result"]).axes[1]
     assert set(_lines(lr_ax)) == {"lr", "lr, resumed (dp3, from step 8)"}
+
+
+REDS = ("#d62728", "#c62828", "#b71c1c")
+
+
+def _series_lines(fig):
+    """The drawn |diff| series ("run/group" labels) of every panel."""
+    return [line for ax in fig.axes for line in ax.get_lines() if "/" in line.get_label()]
+
+
+def test_diff_groups_are_never_red_and_styled_by_their_checks():
+    import matplotlib.colors
+    import synth
+    cell = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=4, model="gpt-tiny",
+                           fail={"group": "exp_avg", "step": 6, "run": "resumed"})
+    result = cell["result"]
+    result["checks"] = [c for c in result["checks"] if not c["name"].endswith("-main_params")]
+    fig, _ = plots.diff_figure(result, 6)
+    lines = _series_lines(fig)
+    assert {line.get_label() for line in lines} >= {"resumed/exp_avg", "uninterrupted/exp_avg_sq"}
+    for line in lines:
+        assert matplotlib.colors.to_hex(line.get_color()) not in REDS, line.get_label()
+    assert all(matplotlib.colors.to_hex(c) not in REDS for c in plots.GROUP_COLORS)
+    width = {line.get_label(): line.get_linewidth() for line in lines}
+    alpha = {line.get_label(): line.get_alpha() for line in lines}
+    assert width["resumed/exp_avg"] > width["resumed/params"]          # the failed check's group
+    assert width["uninterrupted/exp_avg"] > width["resumed/params"]    # (the group, in every run)
+    assert alpha["resumed/main_params"] < 1 and alpha["resumed/params"] == 1   # main_params: no check
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "exp_avg (check failed)" in legend and "main_params (not checked)" in legend
+    assert "params" in legend                     # its checks passed: plain
+    assert "exp_avg_sq (check failed)" in legend  # the failed check is on "state": every state group
+
+
+def test_grad_norm_figure_goes_log_beyond_two_decades():
+    import synth
+    cell = synth.make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4)
+    result = cell["result"]
+    fig = plots.grad_norm_figure(result)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_title() == "grad norm"       # 1 .. 1/12
+    assert set(_lines(ax)) == {"reference (dp1)", "uninterrupted (dp2)", "resumed (dp3, from step 4)",
+                               "save at step 4"}
+    for run in result["runs"].values():
+        run["grad_norm"] = [10.0 ** -s for s in run["steps"]]
+    ax = plots.grad_norm_figure(result).axes[0]
+    assert ax.get_yscale() == "log" and ax.get_title() == "grad norm (log scale)"
+    for run in result["runs"].values():
+        run["grad_norm"] = [None] * len(run["steps"])
+    assert plots.grad_norm_figure(result) is None
+    assert not plots.spans_decades([0.0, 1e-5, 1.0], 2)      # a zero cannot go on a log axis

@@ -91,23 +91,29 @@ def test_no_state_key_is_hard_coded_in_the_report_code():
             assert key not in text, f"{path} names the state key {key}"
 
 
+def plot_of(section: str, kind: str) -> str:
+    """The SVG of one plot ("loss", "gnorm" or "diff") of a cell section, or ""."""
+    m = re.search(rf'<div class="plot {kind}">(<svg.*?</svg>)', section, re.S)
+    return m.group(1) if m else ""
+
+
 def test_bitwise_cell_says_so_instead_of_plotting_zeros(make_report):
     r = make_report(synth.lion_only())
     sec = r.section("lion.dp_reshardable.dp2-to-dp3.bf16.oracle-gpt-tiny")
     assert "bitwise equal at every step" in sec
-    assert "<svg" not in sec                        # nothing nonzero, no loss: nothing to draw
+    assert not plot_of(sec, "diff") and not plot_of(sec, "loss")   # nothing nonzero, no loss
+    assert len(svgs_of(sec)) == 1 and plot_of(sec, "gnorm")        # only the grad norms are drawn
 
 
 def test_loss_curves_name_the_resume_dp_and_mark_the_save(make_report):
     cell = synth.make_cell("adam", "dp_reshardable", 2, resume_dp=3, save_at=8, model="gpt-tiny", steps=30)
     r = make_report([cell])
     sec = r.section(cell["entry"]["id"])
-    svgs = re.findall(r"<svg.*?</svg>", sec, re.S)
-    assert len(svgs) == 2                           # loss + |diff|
-    loss = svgs[0]
+    assert len(svgs_of(sec)) == 3                   # loss + grad norm + |diff|
+    loss = plot_of(sec, "loss")
     for text in ("reference (dp1)", "uninterrupted (dp2)", "resumed (dp3, from step 8)", "save at step 8"):
         assert f">{text}<" in loss
-    assert "atol 1e-05 rtol 0.0013" in svgs[1]      # the tolerance band of the tolerance checks
+    assert "atol 1e-05 rtol 0.0013" in plot_of(sec, "diff")   # the tolerance band of the tolerance checks
 
 
 def test_page_is_self_contained_and_ids_are_unique(make_report):
@@ -332,12 +338,11 @@ def test_oracle_cell_with_scheduled_lr_gets_its_curve_panel(make_report):
     const = synth.make_cell("lion", "fully_reshardable", 2, resume_dp=3, save_at=4)
     r = make_report([sched, const])
     sec = r.section(sched["entry"]["id"])
-    assert len(svgs_of(sec)) == 1                     # the lr panel; the diffs are all zero
-    assert ">lr (no loss)<" in svgs_of(sec)[0] and ">save at step 4<" in svgs_of(sec)[0]
-    assert '<div class="plot loss">' in sec
+    assert len(svgs_of(sec)) == 2 and not plot_of(sec, "diff")   # lr and grad norm; the diffs are all zero
+    assert ">lr (no loss)<" in plot_of(sec, "loss") and ">save at step 4<" in plot_of(sec, "loss")
     assert "bitwise equal at every step" in sec
     sec = r.section(const["entry"]["id"])
-    assert "<svg" not in sec and "<span>lr <b>0.0001</b></span>" in sec
+    assert not plot_of(sec, "loss") and "<span>lr <b>0.0001</b></span>" in sec
 
 
 def test_results_without_lr_render_as_before(make_report):
@@ -345,5 +350,5 @@ def test_results_without_lr_render_as_before(make_report):
                            lr_schedule=None)
     r = make_report([cell], optimizer_order=None)
     sec = r.section(cell["entry"]["id"])
-    assert len(svgs_of(sec)) == 2 and ">lr<" not in svgs_of(sec)[0]
+    assert len(svgs_of(sec)) == 3 and ">lr<" not in plot_of(sec, "loss")
     assert "<span>lr <b>" not in sec

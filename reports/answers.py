@@ -1,0 +1,94 @@
+"""The three questions a reviewer asks of a shardcheck run, answered once for
+the top of the HTML report and the top lines of the Markdown summary.
+
+1. Did anything fail, and where first? The first failing or errored cell in
+   the report's order (run order), where it first broke
+   (summary.first_failure: step, tensor, check), and how many other cells
+   failed or errored.
+2. What changed against the baseline? compare.baseline_changes: new
+   failures, fixed cells, shifted loss curves, performance changes. None
+   without a baseline.
+3. What was not covered? Skipped cells with their reasons, the checks that
+   said "n/a" (by name, with the number of cells), and the tensor groups
+   that no check covers (summary.group_coverage).
+"""
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+import summary
+from compare import BaselineChanges
+from load import FAILED, Cell, Results
+
+
+@dataclasses.dataclass
+class FirstFailure:
+    cell: Cell
+    where: dict             # summary.first_failure: check, step, tensor, detail (each may be None)
+    others: int             # other failing or errored cells
+
+
+@dataclasses.dataclass
+class NotCovered:
+    skipped: List[Tuple[Cell, str]]         # skipped cells and their reasons, in run order
+    na_checks: Dict[str, int]               # check name -> cells where it said "n/a"
+    na_cells: int                           # cells with at least one "n/a" check
+    unchecked: Dict[str, int]               # group -> cells where no check covers it
+    unchecked_cells: List[Tuple[Cell, str]]  # cells with such a group, with the first one's reason
+
+    @property
+    def na_total(self) -> int:
+        """"n/a" verdicts over all cells."""
+        return sum(self.na_checks.values())
+
+    @property
+    def nothing(self) -> bool:
+        """Every cell ran, no check said "n/a" and every group was checked."""
+        return not (self.skipped or self.na_checks or self.unchecked)
+
+
+@dataclasses.dataclass
+class Answers:
+    cells: int
+    passed: int
+    first_failure: Optional[FirstFailure]   # None when no cell failed or errored
+    baseline: Optional[BaselineChanges]     # None without a baseline
+    not_covered: NotCovered
+
+
+def first_failure(results: Results) -> Optional[FirstFailure]:
+    """The first failing or errored cell in run order, or None."""
+    bad = [c for c in results.cells if c.verdict in FAILED]
+    if not bad:
+        return None
+    return FirstFailure(bad[0], summary.first_failure(bad[0]) or {}, len(bad) - 1)
+
+
+def not_covered(results: Results) -> NotCovered:
+    """What the run left unjudged (see the module docstring)."""
+    skipped = [(c, summary.skip_reason(c)) for c in results.cells if c.verdict == "skipped"]
+    na_checks: Dict[str, int] = {}
+    na_cells = 0
+    unchecked: Dict[str, int] = {}
+    unchecked_cells = []
+    for cell in (c for c in results.cells if c.verdict in ("pass", "fail")):   # the cells that ran
+        names = sorted({c["name"] for c in (cell.result or {}).get("checks", []) if c["verdict"] == "n/a"})
+        na_cells += bool(names)
+        for name in names:
+            na_checks[name] = na_checks.get(name, 0) + 1
+        groups = [g for g, checks in summary.group_coverage(cell.result).items() if not checks]
+        for group in groups:
+            unchecked[group] = unchecked.get(group, 0) + 1
+        if groups:
+            unchecked_cells.append((cell, summary.unchecked_reason(cell.result, groups[0])))
+    return NotCovered(skipped, most_first(na_checks), na_cells, most_first(unchecked), unchecked_cells)
+
+
+def most_first(counts: Dict[str, int]) -> Dict[str, int]:
+    """`counts` ordered by count, largest first (ties keep their order)."""
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def answer(results: Results, baseline: Optional[BaselineChanges] = None) -> Answers:
+    """The three answers for `results` (baseline: compare.baseline_changes, or None)."""
+    passed = sum(1 for c in results.cells if c.verdict == "pass")
+    return Answers(len(results.cells), passed, first_failure(results), baseline, not_covered(results))
