@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/parallel_elementwise.h"
 #include "spec/error.h"
 #include "spec/failpoint.h"
 #include "spec/registry.h"
@@ -25,7 +26,12 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerSetup& setup,
                                            const std::vector<ParamInfo>& params,
                                            c10::ScalarType model_dtype, Communicator& comm,
                                            DistOptions opts)
-    : setup_(setup), params_(params), model_dtype_(model_dtype), device_(opts.device), comm_(comm) {
+    : setup_(setup),
+      params_(params),
+      model_dtype_(model_dtype),
+      device_(opts.device),
+      threads_(opts.threads),
+      comm_(comm) {
   setup_.Validate();
   if (model_dtype_ != at::kFloat && model_dtype_ != at::kBFloat16)
     throw Error("distributed optimizer: model dtype must be fp32 or bf16");
@@ -224,7 +230,7 @@ void DistributedOptimizer::StepSharded(float clip, double lr_factor) {
 
 void DistributedOptimizer::Run(const ElementwiseKernel& kernel, const ScalarBlock& scalars,
                                const ElementwiseSpan& span) const {
-  if (!device_.is_cuda()) return kernel.run_cpu(scalars, span);
+  if (!device_.is_cuda()) return RunElementwiseThreads(kernel, scalars, span, threads_);
   if (kernel.run_cuda == nullptr)
     throw Error(
         "distributed optimizer: " + children_[static_cast<size_t>(sharded_child_)].config.kind() +

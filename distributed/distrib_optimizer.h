@@ -36,6 +36,9 @@ struct DistOptions {
   // stream, ordered with ATen's and the communicator's work), and the
   // communicator must move device tensors (NCCL, or the in-process double).
   at::Device device = at::kCPU;
+  // CPU shard updates: the fused kernel split over this many threads
+  // (kernels/parallel_elementwise.h; the same bits for any count).
+  int threads = 1;
 };
 
 // Bytes this rank holds for main params and each state key.
@@ -168,6 +171,7 @@ class DistributedOptimizer {
   std::vector<ParamInfo> params_;
   c10::ScalarType model_dtype_;
   at::Device device_;
+  int threads_ = 1;  // DistOptions::threads
   Communicator& comm_;
   std::vector<ChildOptimizer> children_;
   std::vector<int> child_of_;

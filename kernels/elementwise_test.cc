@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "kernels/kernel_test_util.h"
 #include "reference/registry.h"
 #include "spec/config.h"
 #include "spec/registry.h"
@@ -17,18 +18,6 @@
 
 namespace shardcheck {
 namespace {
-
-bool SameBytes(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) == 0;
-}
-
-std::vector<std::string> ElementwiseKinds() {
-  std::vector<std::string> out;
-  for (const OptimizerEntry* e : Optimizers())
-    if (e->spec.placement == Placement::kElementwise) out.push_back(e->spec.name);
-  return out;
-}
 
 class FusedKernel : public testing::TestWithParam<std::string> {};
 

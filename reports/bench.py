@@ -1,4 +1,5 @@
-"""Google Benchmark JSON files (RESULTS_DIR/bench/*.json) for the performance section.
+"""Google Benchmark JSON files for the performance section: DIR/*.json of
+make_report.py's --bench DIR, by default RESULTS_DIR/bench/*.json.
 
 Each file is what `--benchmark_format=json` (or `--benchmark_out`) writes: a
 "context" object and a "benchmarks" list. Every key of a benchmark that is
@@ -17,7 +18,7 @@ import glob
 import os
 from typing import Dict, List, Optional
 
-from load import Checker, read_json
+from load import Checker, InputError, read_json
 
 STANDARD_KEYS = {"name", "family_index", "per_family_instance_index", "run_name", "run_type",
                  "repetitions", "repetition_index", "threads", "iterations", "real_time", "cpu_time",
@@ -61,8 +62,16 @@ class Ratio:
 
 def load_bench(results_dir: str) -> List[Benchmark]:
     """Every benchmark of RESULTS_DIR/bench/*.json, files in name order; [] if none."""
+    return load_bench_dir(os.path.join(results_dir, "bench"))
+
+
+def load_bench_dir(bench_dir: str, required: bool = False) -> List[Benchmark]:
+    """Every benchmark of BENCH_DIR/*.json, files in name order; [] if none.
+    With `required`, a BENCH_DIR that is not a folder raises InputError."""
+    if required and not os.path.isdir(bench_dir):
+        raise InputError(bench_dir, "(folder)", "no such folder of Google Benchmark JSON files")
     out = []
-    for path in sorted(glob.glob(os.path.join(results_dir, "bench", "*.json"))):
+    for path in sorted(glob.glob(os.path.join(glob.escape(bench_dir), "*.json"))):
         doc = read_json(path)
         ck = Checker(path)
         ck.obj(doc, "(top level)")
@@ -83,6 +92,15 @@ def load_bench(results_dir: str) -> List[Benchmark]:
                                  b.get("aggregate_name") or "", real, cpu, unit, iters, counters,
                                  b.get("error_message") if failed else None))
     return out
+
+
+def shown(benchmarks: List[Benchmark]) -> List[Benchmark]:
+    """What the performance table lists: a benchmark run with repetitions
+    shows only its median aggregate (the machines are noisy: medians); a
+    run without aggregates shows as it is."""
+    has_median = {(b.file, b.run_name) for b in benchmarks if b.aggregate == "median"}
+    return [b for b in benchmarks
+            if (b.file, b.run_name) not in has_median or b.aggregate == "median"]
 
 
 def ratios(benchmarks: List[Benchmark]) -> List[Ratio]:

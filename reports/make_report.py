@@ -2,7 +2,8 @@
 """make_report.py: Turns a shardcheck results directory into a self-contained HTML report and a Markdown summary.
 
 Reads only the JSON files of docs/results-schema.md (RESULTS_DIR/results.json,
-RESULTS_DIR/<cell>/result.json, optional RESULTS_DIR/bench/*.json). Run it
+RESULTS_DIR/<cell>/result.json) and, for the performance section, Google
+Benchmark JSON (--bench DIR/*.json, by default RESULTS_DIR/bench/*.json). Run it
 with Debian's /usr/bin/python3 (python3-matplotlib, python3-jinja2).
 
 Exit status: 0 when the report was written, whatever the verdict; 2 when an
@@ -17,7 +18,7 @@ import time
 sys.dont_write_bytecode = True   # never leave __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench import load_bench  # noqa: E402
+from bench import load_bench, load_bench_dir  # noqa: E402
 from load import InputError, load_results  # noqa: E402
 import render_html  # noqa: E402
 import render_markdown  # noqa: E402
@@ -34,6 +35,13 @@ failing step and tensor, and memory per rank.
 With --baseline, cells are matched by id and changes are flagged. See
 docs/reports.md.
 
+performance: the Google Benchmark JSON files DIR/*.json of --bench DIR (for
+example out/bench, which ci/bench writes; ci/demo passes it when it exists),
+or without --bench those of RESULTS_DIR/bench/*.json. Nothing else is
+searched: without --bench, out/bench is not read. The section is left out
+when there is no file; a --bench DIR that is not a folder is an error (exit
+2). The baseline's benchmarks are always OTHER_RESULTS_DIR/bench/*.json.
+
 exit status: 0 the report was written (whatever the verdict); 2 an input file
 is unreadable or malformed (one line naming the file and the key); 1 an
 output file cannot be written.
@@ -41,6 +49,7 @@ output file cannot be written.
 examples:
   reports/make_report.py out/ci
   reports/make_report.py out/ci --baseline out/main --markdown out/ci/summary.md
+  reports/make_report.py out/demo --bench out/bench
 """
 
 
@@ -51,6 +60,9 @@ def parse_args(argv):
     ap.add_argument("results_dir", metavar="RESULTS_DIR", help="folder written by `shardcheck run ... --out DIR`")
     ap.add_argument("--baseline", metavar="OTHER_RESULTS_DIR",
                     help="another results folder to compare with, cell by cell (matched by id)")
+    ap.add_argument("--bench", metavar="DIR",
+                    help="Google Benchmark JSON files DIR/*.json for the performance section "
+                         "(default: RESULTS_DIR/bench; ci/bench writes out/bench)")
     ap.add_argument("--out", metavar="FILE", help="HTML file to write (default: RESULTS_DIR/report.html)")
     ap.add_argument("--markdown", metavar="FILE",
                     help=f"also write a GitHub-flavoured summary for a PR comment (< {render_markdown.LIMIT} chars)")
@@ -71,14 +83,16 @@ def main(argv=None) -> int:
     try:
         results = load_results(args.results_dir)
         baseline = load_results(args.baseline) if args.baseline else None
-        benchmarks = load_bench(args.results_dir)
+        benchmarks = (load_bench_dir(args.bench, required=True) if args.bench
+                      else load_bench(args.results_dir))
         baseline_benchmarks = load_bench(args.baseline) if args.baseline else []
     except InputError as e:
         print(f"make_report.py: error: {e}", file=sys.stderr)
         return 2
     options = render_html.Options(passing_plots=max(0, args.passing_plots),
                                   failing_plots=max(0, args.failing_plots),
-                                  html_name=os.path.basename(out))
+                                  html_name=os.path.basename(out),
+                                  bench_dir=args.bench.rstrip("/") if args.bench else "bench")
     html = render_html.render(results, baseline, benchmarks, options, baseline_benchmarks)
     outputs = [(out, html)]
     if args.markdown:

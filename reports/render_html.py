@@ -33,7 +33,7 @@ import compare as compare_mod
 import matrix as matrix_mod
 import plots
 import summary
-from bench import Benchmark, ratios
+from bench import Benchmark, ratios, shown
 from load import FAILED, Cell, Results, counts_of
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -44,6 +44,7 @@ class Options:
     passing_plots: int = 60
     failing_plots: int = 200
     html_name: str = "report.html"
+    bench_dir: str = "bench"   # where the performance section's JSON came from, as shown
 
 
 def href(cell_id: str) -> str:
@@ -235,9 +236,10 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
     failing = [{"id": c.id, "href": href(c.id), "verdict": c.verdict, "ff": summary.first_failure(c)}
                for c in bad]
     agg = results.aggregate
-    bench_ratios = ratios(list(benchmarks))
+    listed = shown(list(benchmarks))
+    bench_ratios = ratios(listed)
     counter_names = []
-    for b in benchmarks:
+    for b in listed:
         counter_names += [k for k in b.counters if k not in counter_names]
     return _environment().get_template("report.html.j2").render(
         agg=agg, env=agg["environment"], counts=agg.get("counts") or counts_of(results),
@@ -247,5 +249,5 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
         sections=sections, failing=failing, by_id=by_id,
         baseline=baseline, comparisons=comparisons,
         flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],
-        benchmarks=list(benchmarks), ratios=bench_ratios, counter_names=counter_names,
+        benchmarks=listed, ratios=bench_ratios, counter_names=counter_names,
         plotted_count=sum(1 for v in plotted.values() if v == ""), options=options)

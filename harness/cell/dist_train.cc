@@ -150,9 +150,9 @@ class DistributedRun {
       own_source_ = MakeOracleSource(run.model, run.seed);
       source_ = own_source_.get();
     }
-    opt_ =
-        std::make_unique<DistributedOptimizer>(run.setup, source_->spec().params, run.dtype, comm_,
-                                               DistOptions{opts_.bucket_size, run.device});
+    opt_ = std::make_unique<DistributedOptimizer>(
+        run.setup, source_->spec().params, run.dtype, comm_,
+        DistOptions{opts_.bucket_size, run.device, run.kernel_threads});
     opt_->SetParams(source_->InitialParams(run.dtype));
     if (opts_.compare_reference) {
       ref_ = opts_.reference;

@@ -24,6 +24,9 @@ struct OracleRunOptions {
   // Where the optimizer's tensors live (the oracle computes on the host and
   // its gradients are copied there).
   at::Device device = at::kCPU;
+  // Threads each rank splits its fused CPU shard kernels over (--threads);
+  // any count gives the same bits (kernels/parallel_elementwise.h).
+  int kernel_threads = 1;
 
   // Throws Error naming the first invalid option (e.g. a whole-param kind
   // that needs 2-D params on a model without a 2-D hidden weight).

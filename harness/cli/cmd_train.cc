@@ -122,6 +122,7 @@ std::optional<CheckpointMetadata> ResolveLoad(const TrainFlags& f, TrainOptions&
 TrainOptions ResolveTrain(const TrainFlags& f) {
   TrainOptions t;
   t.run = f.run.Resolve();
+  t.run.kernel_threads = f.threads;
   t.bucket_size = f.bucket_size;
   t.compare_reference = f.compare;
   const std::optional<CheckpointMetadata> loaded = ResolveLoad(f, t);
@@ -231,7 +232,9 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--timeout", f->timeout_s, "collective timeout in seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", f->threads, "libtorch intra-op threads per rank")
+  cmd->add_option("--threads", f->threads,
+                  "threads per rank: the fused shard kernels split over them (the same bits for "
+                  "any count), and libtorch's intra-op threads")
       ->capture_default_str()
       ->check(AtLeast(1));
   cmd->callback([&action, f] { action = [f]() { return Train(*f); }; });

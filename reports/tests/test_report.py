@@ -1,12 +1,13 @@
 """The HTML report, end to end: synthetic results -> make_report.py -> assertions on the HTML."""
 import glob
+import json
 import os
 import re
 
 import pytest
 
 import synth
-from conftest import REPORTS
+from conftest import REPORTS, run_report
 
 
 def matrix_html(html: str) -> str:
@@ -151,6 +152,46 @@ def test_performance_section(make_report):
 
 def test_no_performance_section_without_bench(make_report):
     assert 'id="performance"' not in make_report(synth.all_passing()).html
+
+
+def _write_bench(folder, name, doc):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "w") as f:
+        json.dump(doc, f)
+
+
+def test_bench_option_reads_that_folder_instead_of_results_bench(make_report, tmp_path):
+    # ci/bench writes out/bench; ci/demo passes --bench out/bench. --bench
+    # replaces RESULTS_DIR/bench: the results' own bench file is not shown.
+    other = tmp_path / "out" / "bench"
+    doc = synth.bench_doc()
+    doc["benchmarks"][4]["name"] = doc["benchmarks"][4]["run_name"] = "adamw/fused/1048576/real_time"
+    _write_bench(other, "optimizer_step.json", doc)
+    _write_bench(other, "notes.md.txt", {})                       # not *.json: ignored
+    r = make_report(synth.all_passing(), bench={"micro.json": synth.bench_doc()},
+                    extra_args=["--bench", str(other)])
+    perf = r.html[r.html.index('id="performance"'):r.html.index('id="cells"')]
+    assert "adamw/fused/1048576/real_time" in perf and "optimizer_step.json" in perf
+    assert "micro.json" not in perf and "newton_schulz/5iter" not in perf
+    assert f"From <code>{other}/*.json</code>" in perf
+    assert "<td class=\"n\">0.250</td><td class=\"n\">4.00×</td>" in perf   # ratios still work
+
+
+def test_bench_option_without_json_files_leaves_the_section_out(make_report, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = make_report(synth.all_passing(), extra_args=["--bench", str(empty)])
+    assert 'id="performance"' not in r.html
+
+
+def test_bench_option_naming_a_missing_folder_is_an_input_error(tmp_path):
+    out = str(tmp_path / "r")
+    synth.write_results(out, synth.all_passing())
+    proc = run_report(out, "--bench", str(tmp_path / "nowhere"), check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"make_report.py: error: {tmp_path / 'nowhere'}: (folder): "
+                                   "no such folder of Google Benchmark JSON files")
+    assert not os.path.exists(os.path.join(out, "report.html"))
 
 
 def test_baseline_flags_changed_verdict_missing_and_grown_cells(make_report, tmp_path):
@@ -352,3 +393,16 @@ def test_results_without_lr_render_as_before(make_report):
     sec = r.section(cell["entry"]["id"])
     assert len(svgs_of(sec)) == 3 and ">lr<" not in plot_of(sec, "loss")
     assert "<span>lr <b>" not in sec
+
+
+def test_performance_table_lists_medians_of_repeated_benchmarks(tmp_path):
+    """Repetitions and Google Benchmark's other aggregates stay out of the
+    table when a median exists; a benchmark run once is listed as it is."""
+    from bench import Benchmark, shown
+    def b(run, agg, t):
+        return Benchmark("f.json", f"{run}{'_' + agg if agg else ''}", run, agg, t, t, "ms", 1, {}, None)
+    rows = [b("adamw/fused/16", "", 10.0), b("adamw/fused/16", "", 12.0),
+            b("adamw/fused/16", "mean", 11.0), b("adamw/fused/16", "median", 11.0),
+            b("adamw/fused/16", "stddev", 1.0), b("stream/copy/16", "", 3.0)]
+    listed = shown(rows)
+    assert [(x.run_name, x.aggregate) for x in listed] == [("adamw/fused/16", "median"), ("stream/copy/16", "")]
