@@ -22,11 +22,13 @@ ALLOWED = {
     "harness/cell": ["spec", "kernels", "optimizers", "reference", "distributed", "testing", "harness/models"],
     "harness/matrix": ["spec", "distributed", "testing", "harness/models", "harness/cell"],
     "harness/launch": ["spec", "distributed", "testing"],
+    "harness/detection": ["spec", "distributed", "testing", "harness/models", "harness/cell",
+                          "harness/matrix"],
     "fuzz": ["spec", "distributed", "testing", "harness/matrix"],
     "bench": ["spec", "kernels", "optimizers", "reference", "distributed", "testing",
               "harness/models", "harness/cell"],
     "harness/cli": ["spec", "reference", "distributed", "testing", "harness/models", "harness/cell",
-                    "harness/matrix", "harness/launch"],
+                    "harness/matrix", "harness/launch", "harness/detection"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

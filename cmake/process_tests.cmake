@@ -8,11 +8,16 @@
 # per (scenario, optimizer, sharding type) so that one process runs the
 # group's cells (labels: checkpoint, optimizer, sharding type, every dpN and
 # dtype of the group). The list comes from `shardcheck list` after the binary
-# is built, as gtest_discover_tests does for gtest.
+# is built, as gtest_discover_tests does for gtest. Their thread-ranks talk
+# through the in-process communicator (`--thread-comm in-process`: the same
+# collectives without loopback TCP, about 7x faster; docs/performance.md,
+# "The matrix's own speed"); run.gloo_thread_ranks below and the
+# distributed.* tests keep Gloo under the same cells' checks.
 file(GLOB scenario_ci_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/scenarios/ci/*.yaml)
 set(scenario_tests_file ${CMAKE_BINARY_DIR}/scenario_tests.cmake)
 add_custom_command(OUTPUT ${scenario_tests_file}
   COMMAND shardcheck list ${scenario_ci_files} --ctest ${scenario_tests_file} --group-by optimizer,sharding_type
+          --thread-comm in-process
           --binary $<TARGET_FILE:shardcheck> --out-root ${CMAKE_BINARY_DIR}/scenario-out
   DEPENDS shardcheck ${scenario_ci_files}
   COMMENT "Listing the scenario cells for ctest"
@@ -21,6 +26,19 @@ add_custom_target(scenario_tests ALL DEPENDS ${scenario_tests_file})
 file(WRITE ${CMAKE_BINARY_DIR}/scenario_tests_include.cmake
   "if(EXISTS \"${scenario_tests_file}\")\n  include(\"${scenario_tests_file}\")\nelse()\n  add_test(scenario_tests_not_built false)\nendif()\n")
 set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${CMAKE_BINARY_DIR}/scenario_tests_include.cmake)
+
+# The same cells' checks with thread-ranks over Gloo (TCP on loopback,
+# Gloo's reduce_scatter/all_gather emulations, bf16 through fp32): every
+# sharding type and resharding pair of Muon + Lion (elementwise and
+# layer-wise), and the real model whose fp32 gradient sums go through Gloo.
+add_test(NAME run.gloo_thread_ranks.oracle
+  COMMAND shardcheck run ${PROJECT_SOURCE_DIR}/scenarios/ci/oracle_reshard.yaml --filter optimizer=muon_lion
+          --thread-comm gloo --quiet --out ${CMAKE_BINARY_DIR}/test-out/gloo_thread_ranks/oracle)
+add_test(NAME run.gloo_thread_ranks.real_model
+  COMMAND shardcheck run ${PROJECT_SOURCE_DIR}/scenarios/ci/tiny_models_fp32.yaml
+          --thread-comm gloo --quiet --out ${CMAKE_BINARY_DIR}/test-out/gloo_thread_ranks/real_model)
+set_tests_properties(run.gloo_thread_ranks.oracle run.gloo_thread_ranks.real_model PROPERTIES
+  LABELS "checkpoint;gloo" TIMEOUT 300 PROCESSORS 2)
 
 # A cell's ranks as processes through the launcher (the GPU cells' path, on
 # Gloo here), and GPU cells skipped when a node has too few GPUs.

@@ -35,12 +35,37 @@ struct Pending {
   at::Tensor data;             // 1-D, contiguous
 };
 
-// "param" (the fp32 main param) and every state key of the sharded child.
+// The names under which saves and loads keep the states of child `child`:
+// its schema's keys, in order. Under the silent bugs named here, other
+// names, and fewer of them (states past the list are neither saved nor
+// loaded).
+std::vector<std::string> StateNames(const DistributedOptimizer& opt, int child) {
+  const auto& children = opt.children();
+  const size_t count = children[static_cast<size_t>(child)].schema.keys.size();
+  const bool top_level = FailpointOn("schema_from_top_level_optimizer");
+  std::vector<std::string> names =
+      children[top_level ? 0 : static_cast<size_t>(child)].schema.Names();
+  names.resize(std::min(names.size(), count));
+  if (FailpointOn("two_moment_state_keys")) {
+    const std::vector<std::string> moments = {"exp_avg", "exp_avg_sq"};
+    names.resize(std::min(names.size(), moments.size()));
+    std::copy(moments.begin(), moments.begin() + static_cast<int64_t>(names.size()), names.begin());
+  }
+  return names;
+}
+
+// "param" (the fp32 main param) and the state names of the sharded child.
 std::vector<std::string> ShardedKinds(const DistributedOptimizer& opt) {
   std::vector<std::string> kinds = {"param"};
-  for (const auto& k : opt.children()[static_cast<size_t>(opt.sharded_child())].schema.keys)
-    kinds.push_back(k.name);
+  for (const std::string& k : StateNames(opt, opt.sharded_child())) kinds.push_back(k);
   return kinds;
+}
+
+// What a save writes of state `data`: itself, or under the silent bug
+// state_dtype_bf16_on_save its bf16 rounding, back in fp32.
+at::Tensor SavedState(const at::Tensor& data) {
+  if (!FailpointOn("state_dtype_bf16_on_save")) return data;
+  return data.to(at::kBFloat16).to(at::kFloat);
 }
 
 // Model-space key of a sharded param's main param under `type`.
@@ -100,9 +125,18 @@ at::Tensor ShardOf(const std::vector<OwnedPiece>& owned, const Bucket& b, int dp
   at::Tensor buf = at::zeros({b.ShardSize(dp)}, at::kFloat);
   for (const OwnedPiece& p : owned) {
     if (p.bucket != b.index) continue;
-    buf.narrow(0, p.local.begin, p.local.size()).copy_(ki == 0 ? p.main : p.state[ki - 1]);
+    buf.narrow(0, p.local.begin, p.local.size())
+        .copy_(ki == 0 ? p.main : SavedState(p.state[ki - 1]));
   }
   return buf;
+}
+
+// The kinds a save writes: ShardedKinds, less the third state under the
+// silent bug third_state_key_dropped.
+std::vector<std::string> SavedKinds(const DistributedOptimizer& opt) {
+  std::vector<std::string> kinds = ShardedKinds(opt);
+  if (kinds.size() > 3 && FailpointOn("third_state_key_dropped")) kinds.erase(kinds.begin() + 3);
+  return kinds;
 }
 
 void AddBucketSizes(std::vector<Pending>& out, const DistributedOptimizer& opt) {
@@ -126,18 +160,20 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
   const auto& params = opt.params();
   const BufferLayout& layout = opt.layout();
   const c10::ScalarType pdt = opt.model_dtype(), gdt = at::kFloat;
-  const std::vector<std::string> kinds = ShardedKinds(opt);
+  const std::vector<std::string> kinds = SavedKinds(opt);
   const std::vector<OwnedPiece> owned = opt.Owned();
+  const bool layer_wise_state = !FailpointOn("layerwise_state_not_saved");
   std::vector<Pending> out;
   // Layer-wise (Muon) params, whole, in model space, by their owner.
   for (const OwnedPiece& p : owned) {
     if (p.bucket >= 0) continue;
     const ParamInfo& info = params[static_cast<size_t>(p.param)];
     out.push_back({ModelSpaceKey("fp32_param", info.name), info.shape, 0, HostCopy(p.main)});
-    const StateSchema& schema = opt.children()[static_cast<size_t>(p.child)].schema;
-    for (size_t k = 0; k < schema.keys.size(); ++k)
+    if (!layer_wise_state) continue;
+    const std::vector<std::string> names = StateNames(opt, p.child);
+    for (size_t k = 0; k < names.size(); ++k)
       out.push_back(
-          {ModelSpaceKey(schema.keys[k].name, info.name), info.shape, 0, HostCopy(p.state[k])});
+          {ModelSpaceKey(names[k], info.name), info.shape, 0, HostCopy(SavedState(p.state[k]))});
   }
   switch (type) {
     case ShardingType::kDpReshardable:
@@ -159,7 +195,8 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
         const ParamInfo& info = params[static_cast<size_t>(p.param)];
         for (size_t ki = 0; ki < kinds.size(); ++ki)
           out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name), info.shape,
-                         p.param_range.begin, HostCopy(ki == 0 ? p.main : p.state[ki - 1])});
+                         p.param_range.begin,
+                         HostCopy(ki == 0 ? p.main : SavedState(p.state[ki - 1]))});
       }
       break;
     case ShardingType::kFullyReshardable: {
@@ -182,11 +219,15 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
       break;
     }
     case ShardingType::kDpZeroGatherScatter: {
+      // The silent bug bucket_offsets_use_padded_sizes keeps each bucket's end padding.
+      const bool padded = FailpointOn("bucket_offsets_use_padded_sizes");
       for (size_t ki = 0; ki < kinds.size(); ++ki) {
         std::vector<at::Tensor> parts;
         for (const Bucket& b : layout.buckets()) {
           std::vector<at::Tensor> shards = comm.Gather(ShardOf(owned, b, dp, ki), 0);
-          if (rank == 0) parts.push_back(at::cat(shards).narrow(0, 0, b.numel_unpadded));
+          if (rank != 0) continue;
+          const at::Tensor bucket = at::cat(shards);
+          parts.push_back(padded ? bucket : bucket.narrow(0, 0, b.numel_unpadded));
         }
         if (rank == 0 && !parts.empty()) {
           at::Tensor all = at::cat(parts);
@@ -206,7 +247,11 @@ CheckpointMetadata CommonMetadata(const DistributedOptimizer& opt, ShardingType 
   m.optimizer = opt.setup().name;
   m.optimizer_config = SetupJson(opt.setup());
   for (const auto& c : opt.children()) m.schemas[c.config.kind()] = c.schema.Names();
-  m.step = opt.step();
+  std::vector<std::string>& sharded =
+      m.schemas[opt.children()[static_cast<size_t>(opt.sharded_child())].config.kind()];
+  if (sharded.size() > 2 && FailpointOn("third_state_key_dropped"))
+    sharded.erase(sharded.begin() + 2);
+  m.step = FailpointOn("drop_step_on_save") ? 0 : opt.step();
   m.lr_schedule = opt.lr_schedule();
   m.max_lr = opt.schedule_peak_lr();
   m.dp_size = opt.comm().size();
@@ -394,11 +439,13 @@ std::set<std::string> ExpectedCheckpointKeys(const DistributedOptimizer& opt, Sh
   const auto& params = opt.params();
   const std::vector<std::string> kinds = ShardedKinds(opt);
   const c10::ScalarType pdt = opt.model_dtype(), gdt = at::kFloat;
+  const bool layer_wise_state = !FailpointOn("layerwise_state_not_saved");
   for (const auto& [param, owner] : opt.layer_wise_owners()) {
     const std::string& name = params[static_cast<size_t>(param)].name;
     keys.insert(ModelSpaceKey("fp32_param", name));
-    for (const auto& k : opt.children()[static_cast<size_t>(opt.ChildOf(param))].schema.keys)
-      keys.insert(ModelSpaceKey(k.name, name));
+    if (!layer_wise_state) continue;
+    for (const std::string& k : StateNames(opt, opt.ChildOf(param)))
+      keys.insert(ModelSpaceKey(k, name));
   }
   const bool has_buffer = !opt.layout().buckets().empty();
   switch (type) {
@@ -609,6 +656,38 @@ void ValidateCompatibility(const DistributedOptimizer& opt, const CheckpointMeta
   CheckLrSchedule(opt, m, dir, o);
 }
 
+// Where an owned piece starts in its bucket's space, as a load reads it:
+// p.in_bucket.begin, or elsewhere under the silent bugs named here (each
+// kept inside the bucket's unpadded range, so the read itself succeeds).
+int64_t InBucketBegin(const DistributedOptimizer& opt, const CheckpointMetadata& m,
+                      const OwnedPiece& p) {
+  const BufferLayout& l = opt.layout();
+  const Bucket& b = l.buckets()[static_cast<size_t>(p.bucket)];
+  const int dp = opt.comm().size(), rank = opt.comm().rank();
+  int64_t begin = p.in_bucket.begin;
+  if (FailpointOn("ignore_param_start_padding")) {
+    // Offsets of the bucket's params as if each started right after the previous one.
+    int64_t packed = 0;
+    for (int pi : b.params) {
+      const PlacedParam& q = l.params()[static_cast<size_t>(pi)];
+      if (q.param == p.param) break;
+      packed += q.numel;
+    }
+    const int64_t param_start = begin - p.param_range.begin;  // p's start in the bucket
+    begin = packed + (begin - param_start);
+  }
+  int other = rank;
+  if (m.sharding_type == ShardingType::kDpReshardable && m.dp_size != dp &&
+      FailpointOn("reshard_rank_order_reversed"))
+    other = dp - 1 - rank;
+  if (m.sharding_type == ShardingType::kDpZeroGatherScatter &&
+      FailpointOn("wrong_dp_rank_in_dp_zero_scatter"))
+    other = (rank + 1) % dp;
+  const int64_t moved = begin + (other - rank) * b.ShardSize(dp);
+  if (moved >= 0 && moved + p.param_range.size() <= b.numel_unpadded) begin = moved;
+  return begin;
+}
+
 // Key and element range of `kind` of an owned piece.
 std::pair<std::string, int64_t> Locate(const DistributedOptimizer& opt, const CheckpointReader& r,
                                        const OwnedPiece& p, const std::string& kind, bool main,
@@ -619,10 +698,10 @@ std::pair<std::string, int64_t> Locate(const DistributedOptimizer& opt, const Ch
   switch (t) {
     case ShardingType::kDpReshardable:
       return {DpReshardableKey(0, opt.model_dtype(), at::kFloat, p.bucket, kind),
-              p.in_bucket.begin};
+              InBucketBegin(opt, r.metadata(), p)};
     case ShardingType::kDpZeroGatherScatter:
       return {DpZeroKey(0, opt.model_dtype(), at::kFloat, kind),
-              bucket_prefix[static_cast<size_t>(p.bucket)] + p.in_bucket.begin};
+              bucket_prefix[static_cast<size_t>(p.bucket)] + InBucketBegin(opt, r.metadata(), p)};
     case ShardingType::kFullyReshardable: {
       std::string key = ModelSpaceKey(main ? "param" : kind, name);
       if (main && !r.Has(key)) key = ModelSpaceKey("fp32_param", name);
@@ -663,10 +742,10 @@ std::vector<std::string> LoadCheckpoint(DistributedOptimizer& opt, const std::st
       acc += b.numel_unpadded;
     }
     for (OwnedPiece& p : opt.Owned()) {
-      const StateSchema& schema = opt.children()[static_cast<size_t>(p.child)].schema;
-      for (size_t ki = 0; ki <= schema.keys.size(); ++ki) {
+      const std::vector<std::string> names = StateNames(opt, p.child);
+      for (size_t ki = 0; ki <= names.size(); ++ki) {
         const bool main = ki == 0;
-        const std::string kind = main ? "param" : schema.keys[ki - 1].name;
+        const std::string kind = main ? "param" : names[ki - 1];
         at::Tensor dst = main ? p.main : p.state[ki - 1];
         const auto [key, begin] = Locate(opt, reader, p, kind, main, prefix);
         if (!reader.Has(key)) {
@@ -685,12 +764,13 @@ std::vector<std::string> LoadCheckpoint(DistributedOptimizer& opt, const std::st
     max_lr = m.max_lr;
   });
   for (auto& [dst, data] : plan) dst.copy_(data);
-  opt.SetStep(step);
+  opt.SetStep(FailpointOn("step_off_by_one_on_load") ? step - 1 : step);
   if (options.lr_schedule == LoadOptions::LrScheduleChoice::kCheckpoint) {
     schedule.peak_lr = max_lr;
     opt.SetLrSchedule(schedule);
   }
-  opt.RebuildModelParams();
+  if (FailpointOn("lr_schedule_restarts_on_load")) opt.RestartLrScheduleAt(opt.step());
+  if (!FailpointOn("skip_post_load_param_sync")) opt.RebuildModelParams();
   return warnings;
 }
 

@@ -162,7 +162,7 @@ void DistributedOptimizer::Step() {
   last_grad_norm_ = GradNorm();
   const float clip = ClipCoefficient(setup_.max_grad_norm, last_grad_norm_);
   // 3-5. Inner updates with this step's lr, main -> model, all-gathers.
-  const double factor = lr_schedule_.Factor(step_, setup_.main.lr());
+  const double factor = lr_schedule_.Factor(step_ - schedule_origin_, setup_.main.lr());
   last_lr_ = setup_.main.lr() * factor;
   StepSharded(clip, factor);
   GatherBuckets();
@@ -203,8 +203,17 @@ void DistributedOptimizer::StepSharded(float clip, double lr_factor) {
   const bool bf16 = model_dtype_ == at::kBFloat16;
   ScalarBlock scalars;
   double prepared_wd_mult = -1.0;
+  // Silent bugs (docs/detection.md): shard-range arithmetic gone wrong.
+  const bool off_by_one = FailpointOn("shard_range_off_by_one", comm_.rank());
+  const bool skip_straddling = FailpointOn("skip_straddling_param", comm_.rank());
   for (const Slice& s : slices_) {
-    const int64_t n = s.where.gbuf_world.size();
+    if (skip_straddling && s.where.param_range.begin > 0) continue;
+    int64_t n = s.where.gbuf_world.size();
+    if (off_by_one &&
+        s.where.gbuf_local.end ==
+            layout_.buckets()[static_cast<size_t>(s.where.bucket)].ShardSize(comm_.size()))
+      n -= 1;
+    if (n == 0) continue;
     at::Tensor g =
         grad_shards_[static_cast<size_t>(s.where.bucket)].narrow(0, s.where.gbuf_local.begin, n);
     if (clip != 1.0f) g.mul_(clip);
@@ -248,7 +257,11 @@ void DistributedOptimizer::CopyMainToModel() {
 }
 
 void DistributedOptimizer::GatherBuckets() {
-  for (const Bucket& b : layout_.buckets()) {
+  // The silent bug allgather_skips_last_bucket (docs/detection.md).
+  const size_t gathered =
+      layout_.buckets().size() - (FailpointOn("allgather_skips_last_bucket", comm_.rank()) ? 1 : 0);
+  for (size_t i = 0; i < gathered; ++i) {
+    const Bucket& b = layout_.buckets()[i];
     const Range shard = layout_.ShardRange(b.index, comm_.rank());
     const at::Tensor mine = param_buffer_.narrow(0, shard.begin, shard.size()).clone();
     at::Tensor whole = param_buffer_.narrow(0, b.world.begin, b.world.size());

@@ -91,6 +91,10 @@ class DistributedOptimizer {
   // (with its peak) when a load says the checkpoint's schedule wins.
   const LrSchedule& lr_schedule() const { return lr_schedule_; }
   void SetLrSchedule(const LrSchedule& s) { lr_schedule_ = s; }
+  // Makes the schedule start again after `step`: step s then takes the
+  // factor of step s - `step`. Only the silent bug lr_schedule_restarts_on_load
+  // calls it (docs/detection.md); a correct load never does.
+  void RestartLrScheduleAt(int64_t step) { schedule_origin_ = step; }
   // The peak lr the schedule's factor is taken against.
   double schedule_peak_lr() const { return lr_schedule_.Peak(setup_.main.lr()); }
   // Re-derives every model param from the fp32 main params: the owned
@@ -178,6 +182,7 @@ class DistributedOptimizer {
   int sharded_child_ = 0;      // index of the elementwise child
   int layer_wise_child_ = -1;  // index of the whole-param child, -1 without one
   LrSchedule lr_schedule_;
+  int64_t schedule_origin_ = 0;  // RestartLrScheduleAt
   BufferLayout layout_;
   at::Tensor grad_buffer_;               // (layout.numel,) fp32, this rank's local grads
   at::Tensor param_buffer_;              // (layout.numel,) model dtype, all params of the buffer

@@ -15,7 +15,7 @@ namespace shardcheck {
 namespace {
 
 void LionUpdate(const StepContext& ctx, at::Tensor& p, const at::Tensor& g, StateRefs& state) {
-  const LionScalars s = LionKernel::Prepare(ctx);
+  const LionScalars s = LionKernelT<false>::Prepare(ctx);  // no silent bugs in the reference
   at::Tensor& exp_avg = state["exp_avg"];
   // Decoupled weight decay: one multiply.
   if (s.decay) p = p * s.decay_factor;

@@ -3,7 +3,8 @@
 
 Reads only the JSON files of docs/results-schema.md (RESULTS_DIR/results.json,
 RESULTS_DIR/<cell>/result.json) and, for the performance section, Google
-Benchmark JSON (--bench DIR/*.json, by default RESULTS_DIR/bench/*.json). Run it
+Benchmark JSON (--bench DIR/*.json, by default RESULTS_DIR/bench/*.json) and, for
+the detection-power section, RESULTS_DIR/selftest.json when it exists. Run it
 with Debian's /usr/bin/python3 (python3-matplotlib, python3-jinja2).
 
 Exit status: 0 when the report was written, whatever the verdict; 2 when an
@@ -19,6 +20,7 @@ sys.dont_write_bytecode = True   # never leave __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench import load_bench, load_bench_dir  # noqa: E402
+from detection import load_detection  # noqa: E402
 from load import InputError, load_results  # noqa: E402
 import render_html  # noqa: E402
 import render_markdown  # noqa: E402
@@ -41,6 +43,13 @@ or without --bench those of RESULTS_DIR/bench/*.json. Nothing else is
 searched: without --bench, out/bench is not read. The section is left out
 when there is no file; a --bench DIR that is not a folder is an error (exit
 2). The baseline's benchmarks are always OTHER_RESULTS_DIR/bench/*.json.
+
+detection power: RESULTS_DIR/selftest.json, which `shardcheck selftest --out
+RESULTS_DIR` writes beside results.json (ci/demo does). When it exists the
+report gets a "Detection power" section (failpoints caught out of tried, the
+clean run, one row per failpoint) and the Markdown one line; without it
+neither says anything about detection. A malformed selftest.json is an input
+error (exit 2).
 
 exit status: 0 the report was written (whatever the verdict); 2 an input file
 is unreadable or malformed (one line naming the file and the key); 1 an
@@ -86,6 +95,7 @@ def main(argv=None) -> int:
         benchmarks = (load_bench_dir(args.bench, required=True) if args.bench
                       else load_bench(args.results_dir))
         baseline_benchmarks = load_bench(args.baseline) if args.baseline else []
+        detection = load_detection(args.results_dir, results.aggregate["environment"].get("commit"))
     except InputError as e:
         print(f"make_report.py: error: {e}", file=sys.stderr)
         return 2
@@ -93,12 +103,13 @@ def main(argv=None) -> int:
                                   failing_plots=max(0, args.failing_plots),
                                   html_name=os.path.basename(out),
                                   bench_dir=args.bench.rstrip("/") if args.bench else "bench")
-    html = render_html.render(results, baseline, benchmarks, options, baseline_benchmarks)
+    html = render_html.render(results, baseline, benchmarks, options, baseline_benchmarks, detection)
     outputs = [(out, html)]
     if args.markdown:
         outputs.append((args.markdown,
                         render_markdown.render(results, baseline, args.html_link or os.path.basename(out),
-                                               benchmarks=benchmarks, baseline_benchmarks=baseline_benchmarks)))
+                                               benchmarks=benchmarks, baseline_benchmarks=baseline_benchmarks,
+                                               detection=detection)))
     for path, text in outputs:
         try:
             _write(path, text)

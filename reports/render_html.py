@@ -6,7 +6,9 @@ header, a block (id "answers", answers.py) answers the reviewer's three
 questions: what failed first, what changed against the baseline, what was
 not covered. Cell sections come failing/errored first, then the others
 (passing, skipped), each in run order, and each section's id is the cell id
-(the matrix links to it).
+(the matrix links to it). With a selftest.json beside results.json, a
+"Detection power" section (id "detection", detection.py) comes before the
+cells, linked from the navigation.
 
 Red marks failure only: a group table row is red only when a check that
 covers the group failed (summary.group_coverage), and then only the figures
@@ -34,6 +36,7 @@ import matrix as matrix_mod
 import plots
 import summary
 from bench import Benchmark, ratios, shown
+from detection import Detection
 from load import FAILED, Cell, Results, counts_of
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -62,6 +65,11 @@ def fmt_num(v) -> str:
     if v == 0:
         return "0"
     return f"{v:.3g}"
+
+
+def fmt_secs(v) -> str:
+    """Seconds with one decimal, or a dash for None."""
+    return "—" if v is None else f"{v:.1f} s"
 
 
 def fmt_bytes(v) -> str:
@@ -217,15 +225,17 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=fmt_num, bytes=fmt_bytes)
+    env.filters.update(num=fmt_num, bytes=fmt_bytes, secs=fmt_secs)
     env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst,
                        loss_shift_rtol=compare_mod.LOSS_SHIFT_RTOL, perf_tol=compare_mod.PERF_CHANGE_TOL)
     return env
 
 
 def render(results: Results, baseline: Optional[Results] = None, benchmarks: List[Benchmark] = (),
-           options: Options = Options(), baseline_benchmarks: List[Benchmark] = ()) -> str:
-    """The report as one HTML string."""
+           options: Options = Options(), baseline_benchmarks: List[Benchmark] = (),
+           detection: Optional[Detection] = None) -> str:
+    """The report as one HTML string; `detection` (RESULTS_DIR/selftest.json)
+    adds the "Detection power" section, None leaves it out."""
     comparisons = compare_mod.compare(results, baseline) if baseline else []
     changes = compare_mod.baseline_changes(comparisons, benchmarks, baseline_benchmarks) if baseline else None
     by_id = {c.id: c for c in comparisons}
@@ -250,4 +260,5 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
         baseline=baseline, comparisons=comparisons,
         flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],
         benchmarks=listed, ratios=bench_ratios, counter_names=counter_names,
+        detection=detection,
         plotted_count=sum(1 for v in plotted.values() if v == ""), options=options)

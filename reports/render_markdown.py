@@ -5,7 +5,8 @@ The verdict, then three lines answering the reviewer's questions
 against the baseline, what was not covered. Then the environment, the
 matrix as a table, the failing cells with their first divergence, the
 baseline differences when there is a baseline, and a link to the HTML
-report. The whole text stays under LIMIT characters
+report. With a selftest.json (detection.py), one line under the counts says
+how many failpoints were caught and names those that escaped. The whole text stays under LIMIT characters
 (GitHub refuses comments over 65536): sections that do not fit are cut at a
 row boundary with a note saying how many rows were left out.
 """
@@ -16,6 +17,7 @@ import compare as compare_mod
 import matrix as matrix_mod
 import summary
 from bench import Benchmark
+from detection import Detection
 from load import FAILED, Results, counts_of
 
 LIMIT = 60000
@@ -144,6 +146,24 @@ def answer_lines(a: answers_mod.Answers) -> List[str]:
     return [_first_failure_line(a), _baseline_line(a.baseline), _not_covered_line(a.not_covered)]
 
 
+ESCAPED_MAX = 10       # escaped failpoints named on the detection line before "and N more"
+
+
+def detection_line(d: Detection) -> str:
+    """ "**Detection power: X of Y failpoints caught**", the escaped ones by
+    name, and the clean run's verdict, on one line."""
+    line = f"**Detection power: {d.caught} of {d.tried} failpoints caught**"
+    if d.escaped:
+        line += "; escaped: " + _names([_code(name, 80) + (f" ({note})" if note else "")
+                                        for name, note in d.escaped_notes()], ESCAPED_MAX)
+    if d.clean_passed:
+        line += f"; clean run passed ({_count(d.clean_cells, 'cell')})."
+    else:
+        line += (f"; ⚠️ the clean run failed on {len(d.clean_failed)} of {_count(d.clean_cells, 'cell')}, "
+                 "so a catch means nothing.")
+    return line
+
+
 def _fit(lines: List[str], budget: int) -> (List[str], int):
     """The longest prefix of `lines` that fits in `budget` characters, and how many were left out."""
     out, used = [], 0
@@ -157,8 +177,9 @@ def _fit(lines: List[str], budget: int) -> (List[str], int):
 
 def render(results: Results, baseline: Optional[Results] = None, html_link: str = "report.html",
            limit: int = LIMIT, benchmarks: Sequence[Benchmark] = (),
-           baseline_benchmarks: Sequence[Benchmark] = ()) -> str:
-    """The summary as Markdown text, shorter than `limit` characters."""
+           baseline_benchmarks: Sequence[Benchmark] = (), detection: Optional[Detection] = None) -> str:
+    """The summary as Markdown text, shorter than `limit` characters;
+    `detection` (RESULTS_DIR/selftest.json) adds the detection-power line."""
     agg, env = results.aggregate, results.aggregate["environment"]
     comparisons = compare_mod.compare(results, baseline) if baseline is not None else []
     changes = compare_mod.baseline_changes(comparisons, benchmarks, baseline_benchmarks) \
@@ -179,7 +200,10 @@ def render(results: Results, baseline: Optional[Results] = None, html_link: str 
              f"{counts['errored']} errored"
              + (f", {counts['skipped']} skipped" if counts.get("skipped") else "") + "**"
              + (f" · scenarios: {scenarios}" if scenarios else ""), ""]
-    for w in results.warnings[:5]:
+    if detection is not None:
+        head += [detection_line(detection), ""]
+    warnings = results.warnings + (detection.warnings if detection is not None else [])
+    for w in warnings[:5]:
         head += [f"> ⚠️ {cell_text(w, 400)}", ""]
     tail = ["", f"Full report with plots and per-tensor tables: [{cell_text(html_link, 300)}]({html_link})", ""]
 

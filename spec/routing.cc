@@ -1,13 +1,20 @@
 #include "spec/routing.h"
 
+#include "spec/failpoint.h"
+
 namespace shardcheck {
 
 std::vector<ChildOptimizer> RouteParams(const OptimizerSetup& setup,
                                         const std::vector<ParamInfo>& params) {
   std::vector<ChildOptimizer> children;
   for (const OptimizerConfig* c : setup.Children()) children.push_back({*c, c->schema(), {}});
+  // The silent bug scalar_params_routed_to_muon looks at the number of
+  // dimensions only (docs/detection.md): shared by the reference and the
+  // DistributedOptimizer, so only the routing check of a cell sees it.
+  const bool dims_only = setup.IsComposite() && FailpointOn("scalar_params_routed_to_muon");
   for (size_t i = 0; i < params.size(); ++i) {
-    const int child = (setup.IsComposite() && GoesToScalarOptimizer(params[i])) ? 1 : 0;
+    const bool scalar = dims_only ? params[i].shape.size() != 2 : GoesToScalarOptimizer(params[i]);
+    const int child = (setup.IsComposite() && scalar) ? 1 : 0;
     children[static_cast<size_t>(child)].params.push_back(static_cast<int>(i));
   }
   return children;

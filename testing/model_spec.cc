@@ -113,4 +113,25 @@ ModelSpec ModelByName(const std::string& name) {
               "' (expected gpt-tiny or mixed-small, or give --shapes)");
 }
 
+ModelSpec OracleModelByName(const std::string& name) {
+  const std::string sparse = "sparse-", shapes = "shapes:";
+  const bool masked = name.rfind(sparse, 0) == 0;
+  const std::string base = masked ? name.substr(sparse.size()) : name;
+  ModelSpec m;
+  if (base.rfind(shapes, 0) == 0) {
+    m = ParseShapes(base.substr(shapes.size()));
+  } else if (base == "gpt-tiny" || base == "mixed-small") {
+    m = ModelByName(base);
+  } else {
+    throw Error("unknown oracle model '" + name +
+                "' (expected gpt-tiny, mixed-small, shapes:<list>, or one of those after "
+                "sparse-)");
+  }
+  if (masked) {
+    m.name = sparse + m.name;
+    m.zero_mask = true;
+  }
+  return m;
+}
+
 }  // namespace shardcheck

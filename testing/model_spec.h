@@ -11,8 +11,11 @@
 namespace shardcheck {
 
 struct ModelSpec {
-  std::string name;  // "gpt-tiny", or "shapes:<list>"
+  std::string name;  // "gpt-tiny", "shapes:<list>", "sparse-mixed-small", ...
   std::vector<ParamInfo> params;
+  // The oracle's zero mask (docs/oracle.md): gradients are exactly 0 on one
+  // element in eight, a new set each step. Set by the "sparse-" models.
+  bool zero_mask = false;
 
   int64_t Numel() const;
   bool HasMatrixParams() const;  // at least one param that Muon would take
@@ -35,5 +38,11 @@ ModelSpec MixedSmallSpec();
 
 // "gpt-tiny" or "mixed-small". Throws Error on others.
 ModelSpec ModelByName(const std::string& name);
+
+// An oracle model as `oracle:<name>` names it: "gpt-tiny", "mixed-small",
+// "shapes:<list>" (ParseShapes), or "sparse-" before one of those: that
+// model with zero_mask on and the name kept ("sparse-mixed-small"). Throws
+// Error "unknown oracle model '<name>' ..." on others, or ParseShapes' error.
+ModelSpec OracleModelByName(const std::string& name);
 
 }  // namespace shardcheck

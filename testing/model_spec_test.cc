@@ -51,5 +51,35 @@ TEST(ModelSpec, ParseShapesRejectsBadItemsNamingThem) {
 
 TEST(ModelSpec, UnknownModelIsAnError) { EXPECT_THROW(ModelByName("gpt-huge"), Error); }
 
+TEST(ModelSpec, OracleModelByNameTakesSparseModels) {
+  for (const char* name : {"gpt-tiny", "mixed-small", "shapes:a=4x2,b=3"}) {
+    const ModelSpec plain = OracleModelByName(name);
+    EXPECT_EQ(plain.name, name);
+    EXPECT_FALSE(plain.zero_mask) << name;
+    const ModelSpec sparse = OracleModelByName(std::string("sparse-") + name);
+    EXPECT_EQ(sparse.name, std::string("sparse-") + name);
+    EXPECT_TRUE(sparse.zero_mask) << name;
+    ASSERT_EQ(sparse.params.size(), plain.params.size()) << name;
+    for (size_t i = 0; i < plain.params.size(); ++i) {
+      EXPECT_EQ(sparse.params[i].name, plain.params[i].name);
+      EXPECT_EQ(sparse.params[i].shape, plain.params[i].shape);
+      EXPECT_EQ(sparse.params[i].role, plain.params[i].role);
+    }
+  }
+  EXPECT_FALSE(ModelByName("mixed-small").zero_mask);
+  EXPECT_THROW(ModelByName("sparse-mixed-small"), Error);
+  for (const char* bad : {"sparse-", "sparse-gpt-huge", "sparse-sparse-mixed-small", "gpt-huge"}) {
+    try {
+      OracleModelByName(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("unknown oracle model '") + bad + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(OracleModelByName("sparse-shapes:4x0"), Error);
+}
+
 }  // namespace
 }  // namespace shardcheck

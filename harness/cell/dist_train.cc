@@ -11,8 +11,13 @@
 #include "harness/cell/compare.h"
 #include "harness/cell/run_files.h"
 #include "spec/error.h"
+#include "spec/failpoint.h"
 
 namespace shardcheck {
+
+bool IsStrictLoadRefusal(const std::string& message) {
+  return message.find(kStrictLoadRefused) != std::string::npos;
+}
 
 std::vector<std::string> ComparisonGroups(const std::vector<ChildOptimizer>& children) {
   std::vector<std::string> groups = {"params", "main_params"};
@@ -73,6 +78,16 @@ struct LocalCompare {
   }
 };
 
+// The silent bugs of gradient scaling (docs/detection.md). A source's rank
+// gradient is already its micro-batch sum divided by M; these scale it
+// again, as a training loop that gets the convention wrong would.
+void MisscaleRankGrads(std::vector<at::Tensor>& grads, int rank, int dp, int m) {
+  if (FailpointOn("grad_scale_applied_twice", rank))
+    for (at::Tensor& g : grads) g = g / static_cast<float>(m);
+  if (FailpointOn("grad_divided_by_dp_not_microbatches", rank))
+    for (at::Tensor& g : grads) g = g * static_cast<float>(m) / static_cast<float>(dp);
+}
+
 const at::Tensor& SnapshotTensor(const StateDict& sd, const std::string& key) {
   auto it = sd.tensors.find(key);
   if (it == sd.tensors.end()) throw Error("reference snapshot lacks " + key);
@@ -130,6 +145,7 @@ class DistributedRun {
     Prepare();
     if (!opts_.load_dir.empty()) Load();
     for (int s = static_cast<int>(opt_->step()) + 1; s <= opts_.run.steps; ++s) TrainStep(s);
+    SumGridCounts();
     GatherMemory();
     result_.final_state = GatherModelSpace(*opt_, 0);
     result_.layout = LayoutJson(*opt_);
@@ -157,8 +173,8 @@ class DistributedRun {
     if (opts_.compare_reference) {
       ref_ = opts_.reference;
       if (!ref_) {
-        own_reference_ =
-            RunReferenceTrajectory(*source_, run.setup, run.dtype, run.steps, m, run.device);
+        own_reference_ = RunReferenceTrajectory(*source_, run.setup, run.dtype, run.steps, m,
+                                                run.device, run.grad_reduction);
         ref_ = &own_reference_;
       }
       if (ref_->steps() < run.steps)
@@ -172,7 +188,14 @@ class DistributedRun {
   // Loads the checkpoint, then compares every tensor with the reference
   // before any step.
   void Load() {
-    for (const std::string& w : LoadCheckpoint(*opt_, opts_.load_dir, opts_.load_options))
+    std::vector<std::string> warnings;
+    try {
+      warnings = LoadCheckpoint(*opt_, opts_.load_dir, opts_.load_options);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kInput) throw;
+      throw Error(kStrictLoadRefused + std::string(e.what()), e.kind());
+    }
+    for (const std::string& w : warnings)
       if (log_) *log_ << "warning: hyperparameter differs from the checkpoint's: " << w << "\n";
     result_.resumed_from = opt_->step();
     if (ref_ == &own_reference_ && opt_->lr_schedule() != opts_.run.setup.lr_schedule) {
@@ -180,7 +203,8 @@ class DistributedRun {
       OptimizerSetup adopted = opts_.run.setup;
       adopted.lr_schedule = opt_->lr_schedule();
       own_reference_ = RunReferenceTrajectory(*source_, adopted, opts_.run.dtype, opts_.run.steps,
-                                              opts_.run.micro_batches, opts_.run.device);
+                                              opts_.run.micro_batches, opts_.run.device,
+                                              opts_.run.grad_reduction);
     }
     if (log_)
       *log_ << "loaded " << opts_.load_dir << " at step " << opt_->step() << " (dp " << comm_.size()
@@ -205,8 +229,8 @@ class DistributedRun {
     std::vector<at::Tensor> model_params(params.size()), grads;
     for (size_t i = 0; i < params.size(); ++i)
       model_params[i] = opt_->ModelParam(static_cast<int>(i)).cpu();  // sources compute on the host
-    const double local_loss =
-        source_->RankGrads(model_params, s, rank * m / dp, (rank + 1) * m / dp, m, grads);
+    const double local_loss = RankGrads(model_params, s, grads);
+    MisscaleRankGrads(grads, rank, dp, m);
     opt_->ZeroGrad();
     for (size_t i = 0; i < params.size(); ++i) opt_->Grad(static_cast<int>(i)).copy_(grads[i]);
     at::Tensor loss = at::full({1}, local_loss, at::kDouble);
@@ -228,6 +252,28 @@ class DistributedRun {
               << ShardingTypeName(opts_.sharding_type) << ")\n";
     }
     result_.steps.push_back(std::move(rec));
+  }
+
+  // This rank's contribution to step `s`'s gradient, and its loss sum. fp32
+  // reduction: its micro-batches' sum over M, reduced by the optimizer's
+  // reduce-scatter. Exact reduction: the global gradient on rank 0 and
+  // zeros elsewhere, which the reduce-scatter adds exactly (x + 0 = x).
+  double RankGrads(const std::vector<at::Tensor>& model_params, int s,
+                   std::vector<at::Tensor>& grads) {
+    const int dp = comm_.size(), rank = comm_.rank(), m = opts_.run.micro_batches;
+    const int begin = rank * m / dp, end = (rank + 1) * m / dp;
+    if (opts_.run.grad_reduction == GradReduction::kFp32)
+      return source_->RankGrads(model_params, s, begin, end, m, grads);
+    ExactGrads exact =
+        ExactReduceGrads(*source_, model_params, s, begin, end, m, [&](at::Tensor& t, bool max) {
+          comm_.AllReduce(t, max ? ReduceOp::kMax : ReduceOp::kSum);
+        });
+    result_.grad_below_unit += exact.below_unit;
+    result_.grad_nonzero += exact.nonzero;
+    grads = std::move(exact.grads);
+    if (rank != 0)
+      for (at::Tensor& g : grads) g.zero_();
+    return exact.loss;
   }
 
   void LogStep(const StepRecord& rec) const {
@@ -294,6 +340,15 @@ class DistributedRun {
     }
     result_.first_mismatch = fm;
     result_.ok = false;
+  }
+
+  // The exact reduction's counts of every rank, summed.
+  void SumGridCounts() {
+    if (opts_.run.grad_reduction != GradReduction::kExact) return;
+    at::Tensor counts = at::tensor({result_.grad_below_unit, result_.grad_nonzero}, at::kLong);
+    comm_.AllReduce(counts, ReduceOp::kSum);
+    result_.grad_below_unit = counts[0].item<int64_t>();
+    result_.grad_nonzero = counts[1].item<int64_t>();
   }
 
   // Memory figures of every rank, gathered to rank 0.
@@ -382,6 +437,9 @@ nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const T
                   {"dir", opts.save_dir},
                   {"sharding_type", ShardingTypeName(opts.sharding_type)}};
   j["verdict"] = !r.compared ? "not_compared" : (r.ok ? "pass" : "fail");
+  j["grad_reduction"] = GradReductionName(opts.run.grad_reduction);
+  if (opts.run.grad_reduction == GradReduction::kExact)
+    j["grad_grid"] = {{"below_unit", r.grad_below_unit}, {"nonzero", r.grad_nonzero}};
   j["steps"] = nlohmann::ordered_json::array();
   for (const auto& s : r.steps) {
     nlohmann::ordered_json js;
@@ -417,6 +475,10 @@ TrainResult TrainResultFromJson(const nlohmann::ordered_json& j) {
     r.compared = j.at("compared_with_reference").get<bool>();
     r.resumed_from = j.at("resumed_from").get<int64_t>();
     r.ok = j.at("verdict") != "fail";
+    if (j.contains("grad_grid")) {
+      r.grad_below_unit = j["grad_grid"].at("below_unit").get<int64_t>();
+      r.grad_nonzero = j["grad_grid"].at("nonzero").get<int64_t>();
+    }
     for (const auto& js : j.at("steps")) {
       StepRecord s;
       s.step = js.at("step").get<int64_t>();

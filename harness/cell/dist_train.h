@@ -87,11 +87,24 @@ struct TrainResult {
   std::vector<MemoryFigures> memory;  // per rank (complete on rank 0 only)
   StateDict final_state;              // model space, on rank 0 only
   nlohmann::ordered_json layout;      // the sharded child's layout facts
+  // Exact gradient reduction (harness/models/grad_reduction.h), over every
+  // rank and step of the run: micro-batch gradient elements that were
+  // nonzero but fell below one unit of the grid (lost), and all nonzero
+  // ones. 0 with fp32 reduction.
+  int64_t grad_below_unit = 0;
+  int64_t grad_nonzero = 0;
 };
 
 // Buckets, numel_unpadded, shard sizes, params cut across ranks, smallest
 // param, layer-wise owners: what a reviewer needs to see the case covered.
 nlohmann::ordered_json LayoutJson(const DistributedOptimizer& opt);
+
+// A load refused by the strict checks of LoadCheckpoint (an input error)
+// inside a run is rethrown with this prefix, so the scenario runner can tell
+// a refused checkpoint, which is a failed check (strict-load), from a run
+// that broke.
+inline constexpr const char* kStrictLoadRefused = "strict load refused the checkpoint: ";
+bool IsStrictLoadRefusal(const std::string& message);
 
 // The comparison groups, identical on every rank: params, main_params, then
 // every state key of every child's schema (first appearance order).

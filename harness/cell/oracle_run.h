@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "harness/models/grad_reduction.h"
 #include "reference/optimizer.h"
 #include "spec/config.h"
 #include "testing/model_spec.h"
@@ -27,6 +28,9 @@ struct OracleRunOptions {
   // Threads each rank splits its fused CPU shard kernels over (--threads);
   // any count gives the same bits (kernels/parallel_elementwise.h).
   int kernel_threads = 1;
+  // How data-parallel gradients are reduced (harness/models/grad_reduction.h);
+  // the reference reduces its M micro-batches the same way.
+  GradReduction grad_reduction = GradReduction::kFp32;
 
   // Throws Error naming the first invalid option (e.g. a whole-param kind
   // that needs 2-D params on a model without a 2-D hidden weight).

@@ -15,14 +15,22 @@ std::vector<at::Tensor> HostCopies(const std::vector<at::Tensor>& tensors) {
 
 ReferenceTrajectory RunReferenceTrajectory(const GradSource& source, const OptimizerSetup& setup,
                                            c10::ScalarType dtype, int steps, int micro_batches,
-                                           at::Device device) {
+                                           at::Device device, GradReduction reduction) {
   ReferenceOptimizer opt(setup, source.spec().params, source.InitialParams(dtype), device);
   ReferenceTrajectory t;
   t.snapshots.push_back(opt.GetStateDict());
   std::vector<at::Tensor> grads;
   for (int s = 1; s <= steps; ++s) {
-    const double loss_sum =
-        source.RankGrads(HostCopies(opt.model_params()), s, 0, micro_batches, micro_batches, grads);
+    double loss_sum = 0.0;
+    if (reduction == GradReduction::kExact) {
+      ExactGrads exact = ExactReduceGrads(source, HostCopies(opt.model_params()), s, 0,
+                                          micro_batches, micro_batches, [](at::Tensor&, bool) {});
+      grads = std::move(exact.grads);
+      loss_sum = exact.loss;
+    } else {
+      loss_sum = source.RankGrads(HostCopies(opt.model_params()), s, 0, micro_batches,
+                                  micro_batches, grads);
+    }
     opt.Step(grads);
     t.loss.push_back(source.has_loss() ? loss_sum / micro_batches
                                        : std::numeric_limits<double>::quiet_NaN());

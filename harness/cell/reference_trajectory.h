@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "harness/models/grad_reduction.h"
 #include "harness/models/grad_source.h"
 #include "spec/config.h"
 #include "spec/state_dict.h"
@@ -30,10 +31,12 @@ struct ReferenceTrajectory {
 std::vector<at::Tensor> HostCopies(const std::vector<at::Tensor>& tensors);
 
 // Runs the reference for `steps` steps on `device` (the gradient source
-// computes on the host; snapshots are host copies). Throws Error on invalid
-// setups.
+// computes on the host; snapshots are host copies), its gradients reduced
+// over all M micro-batches as `reduction` says (harness/models/grad_reduction.h).
+// Throws Error on invalid setups.
 ReferenceTrajectory RunReferenceTrajectory(const GradSource& source, const OptimizerSetup& setup,
                                            c10::ScalarType dtype, int steps, int micro_batches,
-                                           at::Device device = at::kCPU);
+                                           at::Device device = at::kCPU,
+                                           GradReduction reduction = GradReduction::kFp32);
 
 }  // namespace shardcheck

@@ -3,10 +3,20 @@
 #include <mutex>
 
 #include "distributed/communicator_local.h"
+#include "spec/error.h"
 
 namespace shardcheck {
 
-ThreadRun RunTrainOnThreads(const TrainOptions& opts, int dp, std::chrono::milliseconds timeout) {
+std::string ThreadCommName(ThreadComm c) { return c == ThreadComm::kGloo ? "gloo" : "in-process"; }
+
+ThreadComm ParseThreadComm(const std::string& name) {
+  if (name == "gloo") return ThreadComm::kGloo;
+  if (name == "in-process") return ThreadComm::kInProcess;
+  throw Error("thread communicator '" + name + "' (expected gloo or in-process)");
+}
+
+ThreadRun RunTrainOnThreads(const TrainOptions& opts, int dp, std::chrono::milliseconds timeout,
+                            ThreadComm comm) {
   ThreadRun out;
   std::mutex mu;
   auto body = [&](Communicator& comm) {
@@ -17,8 +27,9 @@ ThreadRun RunTrainOnThreads(const TrainOptions& opts, int dp, std::chrono::milli
     }
   };
   // Device tensors of every rank on one GPU: the in-process double of NCCL.
-  const auto errors = opts.run.device.is_cuda() ? RunLocalRanksInProcess(dp, timeout, body)
-                                                : RunRanksInProcess(dp, timeout, body);
+  const bool in_process = opts.run.device.is_cuda() || comm == ThreadComm::kInProcess;
+  const auto errors =
+      in_process ? RunLocalRanksInProcess(dp, timeout, body) : RunRanksInProcess(dp, timeout, body);
   for (size_t r = 0; r < errors.size(); ++r) {
     if (!errors[r]) continue;
     try {

@@ -15,14 +15,26 @@
 
 namespace shardcheck {
 
+// What thread-ranks talk through on the CPU: a Gloo group that meets
+// through an in-memory store (real TCP on loopback, Gloo's emulations of
+// reduce_scatter and all_gather), or the in-process communicator
+// (distributed/communicator_local.h: shared memory, the same collective
+// semantics, about 7x faster for the scenario matrix; docs/performance.md).
+// CUDA runs always use the in-process one.
+enum class ThreadComm { kGloo, kInProcess };
+std::string ThreadCommName(ThreadComm c);             // "gloo" | "in-process"
+ThreadComm ParseThreadComm(const std::string& name);  // throws Error on another name
+
 struct ThreadRun {
   TrainResult root;                 // rank 0's result
   std::vector<std::string> errors;  // "rank r: message" for every rank that threw
   bool ok() const { return errors.empty() && root.ok; }
 };
 
-// Runs `opts` on `dp` thread-ranks; collectives time out after `timeout`.
+// Runs `opts` on `dp` thread-ranks over `comm`; collectives time out after
+// `timeout`.
 ThreadRun RunTrainOnThreads(const TrainOptions& opts, int dp,
-                            std::chrono::milliseconds timeout = std::chrono::seconds(120));
+                            std::chrono::milliseconds timeout = std::chrono::seconds(120),
+                            ThreadComm comm = ThreadComm::kGloo);
 
 }  // namespace shardcheck

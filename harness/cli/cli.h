@@ -25,5 +25,6 @@ void AddCkptDiffCommand(CLI::App& app, std::function<int()>& action);
 void AddExportCommand(CLI::App& app, std::function<int()>& action);
 void AddOptimizersCommand(CLI::App& app, std::function<int()>& action);
 void AddGcCommand(CLI::App& app, std::function<int()>& action);
+void AddSelftestCommand(CLI::App& app, std::function<int()>& action);
 
 }  // namespace shardcheck

@@ -43,15 +43,22 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_flag("--processes", o->processes,
                 "run Gloo cells' ranks as processes through the launcher, as GPU cells run");
+  auto thread_comm = std::make_shared<std::string>("gloo");
+  cmd->add_option("--thread-comm", *thread_comm,
+                  "what Gloo cells' thread-ranks talk through: gloo (TCP on loopback) | "
+                  "in-process (shared memory, the same collectives, several times faster)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gloo", "in-process"}));
   cmd->add_option("--gpus", o->gpus,
                   "GPUs for GPU cells (default: every visible one); a cell needing more ranks is "
                   "skipped")
       ->check(AtLeast(0));
-  cmd->callback([&action, files, o, timeout_s, device] {
+  cmd->callback([&action, files, o, timeout_s, device, thread_comm] {
     action = [=]() {
       at::set_num_threads(1);
       RunnerOptions opts = *o;
       opts.device = ParseDeviceKind(*device);
+      opts.thread_comm = ParseThreadComm(*thread_comm);
       opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
       return RunScenarios(*files, opts);
     };
@@ -161,7 +168,11 @@ void AddListCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--out-root", *out_root, "results folder of the tests")->capture_default_str();
   cmd->add_option("--test-timeout", *timeout, "CTest TIMEOUT per test, seconds")
       ->capture_default_str();
-  cmd->callback([&action, files, ctest, binary, out_root, group_by, timeout] {
+  auto thread_comm = std::make_shared<std::string>();
+  cmd->add_option("--thread-comm", *thread_comm,
+                  "the tests' `run --thread-comm` (default: run's own default)")
+      ->check(CLI::IsMember({"gloo", "in-process"}));
+  cmd->callback([&action, files, ctest, binary, out_root, group_by, timeout, thread_comm] {
     action = [=]() {
       const std::vector<std::string> dims = SplitCommas(*group_by);
       std::string out;
@@ -183,7 +194,8 @@ void AddListCommand(CLI::App& app, std::function<int()>& action) {
           for (const auto& l : g.labels) labels += (labels.empty() ? "" : ";") + l;
           out += "add_test([=[" + g.name + "]=] [=[" + *binary + "]=] run [=[" + f +
                  "]=] --quiet --filter [=[" + g.filter + "]=] --out [=[" + *out_root + "/" +
-                 g.name + "]=])\n";
+                 g.name + "]=]" + (thread_comm->empty() ? "" : " --thread-comm " + *thread_comm) +
+                 ")\n";
           out += "set_tests_properties([=[" + g.name + "]=] PROPERTIES LABELS [=[" + labels +
                  "]=] TIMEOUT " + std::to_string(*timeout) + " PROCESSORS " +
                  std::to_string(g.processors) + ")\n";

@@ -243,7 +243,9 @@ CheckOutcome EvaluateCheck(const CheckSpec& c, const Cell& cell, const CellRuns&
       if (c.on == CheckOn::kLoss) return LossTolerance(c, r);
       return AgainstReference(c, r);
     case CheckKind::kBitwise:
-      if (cell.RealModel()) return ResumeBitwise(c, cell, r);
+      // Real models with fp32 reduction are bitwise only across a same-DP resume.
+      if (cell.RealModel() && cell.grad_reduction == GradReduction::kFp32)
+        return ResumeBitwise(c, cell, r);
       return AgainstReference(c, r);
   }
   return {};

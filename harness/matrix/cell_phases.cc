@@ -28,6 +28,7 @@ OracleRunOptions CellRunOptions(const Cell& cell, const GradSource& source) {
   run.seed = cell.seed;
   run.dtype = ParseDtype(cell.dtype);
   run.micro_batches = cell.micro_batches;
+  run.grad_reduction = cell.grad_reduction;
   run.Validate();
   return run;
 }

@@ -21,7 +21,9 @@
 #include "harness/cell/run_files.h"
 #include "harness/matrix/cell_checks.h"
 #include "harness/matrix/cell_phases.h"
+#include "harness/matrix/routing_check.h"
 #include "spec/config_json.h"
+#include "spec/failpoint.h"
 
 namespace shardcheck {
 
@@ -84,6 +86,9 @@ nlohmann::ordered_json RunJson(const TrainResult& r, int dp,
     }
   }
   if (!any_loss) j["loss"] = nullptr;
+  // The exact reduction's grid (docs/models.md): gradient elements lost below one unit.
+  if (r.grad_nonzero > 0)
+    j["grad_grid"] = {{"below_unit", r.grad_below_unit}, {"nonzero", r.grad_nonzero}};
   return j;
 }
 
@@ -113,6 +118,7 @@ nlohmann::ordered_json CellConfigJson(const Cell& cell) {
   cfg["micro_batches"] = cell.micro_batches;
   cfg["bucket_size"] = cell.bucket_size;
   cfg["backend"] = cell.backend;
+  cfg["grad_reduction"] = GradReductionName(cell.grad_reduction);
   cfg["sharding_type"] = ShardingTypeName(cell.sharding_type);
   cfg["dp"] = cell.dp;
   cfg["resume"] = nullptr;
@@ -134,7 +140,8 @@ CellRuns RunCellRuns(const Cell& cell, const std::string& cell_dir, const CellEx
                      const GradSource& source) {
   const OracleRunOptions run = CellRunOptions(cell, source);
   CellRuns r;
-  r.reference = RunReferenceTrajectory(source, run.setup, run.dtype, run.steps, run.micro_batches);
+  r.reference = RunReferenceTrajectory(source, run.setup, run.dtype, run.steps, run.micro_batches,
+                                       at::kCPU, run.grad_reduction);
   std::tie(r.count_atol, r.count_rtol) = CountTolerance(cell);
   r.groups = ComparisonGroups(RouteParams(run.setup, run.model.params));
   auto phase = [&](CellPhase p) {
@@ -142,7 +149,7 @@ CellRuns RunCellRuns(const Cell& cell, const std::string& cell_dir, const CellEx
     TrainOptions t = CellPhaseOptions(cell, p, cell_dir, run);
     t.source = &source;
     t.reference = &r.reference;
-    return RunTrainOnThreads(t, PhaseDp(cell, p), how.ranks.timeout);
+    return RunTrainOnThreads(t, PhaseDp(cell, p), how.ranks.timeout, how.thread_comm);
   };
   r.uninterrupted = phase(CellPhase::kUninterrupted);
   if (!r.uninterrupted.errors.empty())
@@ -175,10 +182,34 @@ nlohmann::ordered_json CheckJson(const CheckSpec& c, const CheckOutcome& out) {
   return jc;
 }
 
+// The routing check's entry of "checks" (harness/matrix/routing_check.h).
+nlohmann::ordered_json RoutingCheckJson(const CheckOutcome& out) {
+  nlohmann::ordered_json jc;
+  jc["name"] = "routing";
+  jc["kind"] = "routing";
+  jc["on"] = "params";
+  jc["run"] = out.run;
+  jc["against"] = out.against;
+  jc["atol"] = 0.0;
+  jc["rtol"] = 0.0;
+  jc["max_ulp"] = nullptr;
+  jc["verdict"] = VerdictName(out.verdict);
+  jc["first_failing_step"] = out.step ? nlohmann::json(*out.step) : nlohmann::json(nullptr);
+  jc["first_failing_tensor"] =
+      out.tensor.empty() ? nlohmann::json(nullptr) : nlohmann::json(out.tensor);
+  jc["max_abs"] = 0.0;
+  jc["max_rel"] = 0.0;
+  jc["max_ulp_seen"] = 0;
+  jc["detail"] = out.detail;
+  return jc;
+}
+
 // Fills the result of a cell whose runs finished: schema, groups, series,
-// checks with the verdict, memory and layout.
-void AddRunsAndChecks(const Cell& cell, const CellRuns& r, bool has_loss,
+// checks with the verdict (the routing check last, for composite setups),
+// memory and layout.
+void AddRunsAndChecks(const Cell& cell, const CellRuns& r, const GradSource& source,
                       nlohmann::ordered_json& j) {
+  const bool has_loss = source.has_loss();
   nlohmann::ordered_json schema = nlohmann::ordered_json::object();
   for (const OptimizerConfig* c : cell.optimizer.setup.Children())
     schema[c->kind()] = c->schema().Names();
@@ -200,6 +231,15 @@ void AddRunsAndChecks(const Cell& cell, const CellRuns& r, bool has_loss,
     checks.push_back(CheckJson(c, out));
     if (out.verdict == Verdict::kFail && first_failure.is_null())
       first_failure = {{"check", c.Name()},
+                       {"step", checks.back()["first_failing_step"]},
+                       {"tensor", checks.back()["first_failing_tensor"]},
+                       {"detail", out.detail}};
+  }
+  if (cell.optimizer.setup.IsComposite()) {
+    const CheckOutcome out = CheckRouting(cell.optimizer.setup, source.spec().params);
+    checks.push_back(RoutingCheckJson(out));
+    if (out.verdict == Verdict::kFail && first_failure.is_null())
+      first_failure = {{"check", "routing"},
                        {"step", checks.back()["first_failing_step"]},
                        {"tensor", checks.back()["first_failing_tensor"]},
                        {"detail", out.detail}};
@@ -258,12 +298,17 @@ nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
     fs::create_directories(cell_dir);
     const auto source = MakeGradSource(cell.model, cell.seed);
     const CellRuns r = RunCellRuns(cell, cell_dir, how, *source);
-    AddRunsAndChecks(cell, r, source->has_loss(), j);
+    AddRunsAndChecks(cell, r, *source, j);
   } catch (const std::exception& e) {
+    // A checkpoint the cell saved and its own load refused is a failed
+    // check (strict-load), though the cell could not go on.
+    const bool refused = cell.resume && IsStrictLoadRefusal(e.what());
     j["verdict"] = "error";
     j["error"] = e.what();
-    j["first_failure"] = {
-        {"check", "run"}, {"step", nullptr}, {"tensor", nullptr}, {"detail", e.what()}};
+    j["first_failure"] = {{"check", refused ? "strict-load" : "run"},
+                          {"step", refused ? nlohmann::json(cell.resume->save_at) : nullptr},
+                          {"tensor", nullptr},
+                          {"detail", e.what()}};
   }
   j["wall_s"] = Seconds(t0);
   try {
@@ -334,7 +379,10 @@ nlohmann::ordered_json RunOne(const Cell& c, const RunnerOptions& o, bool cuda, 
   how.ranks.timeout = o.timeout;
   if (!OnGpus(c, cuda)) {
     how.processes = o.processes;
-    return RunCell(c, dir, how);
+    how.thread_comm = o.thread_comm;
+    nlohmann::ordered_json j = RunCell(c, dir, how);
+    if (!o.processes) j["thread_comm"] = ThreadCommName(o.thread_comm);
+    return j;
   }
   const int need = std::max(c.dp, c.ResumeDp());
   if (need > gpus.size())
@@ -454,6 +502,11 @@ nlohmann::ordered_json AggregateJson(const std::vector<Scenario>& scenarios,
                    {"errored", n.errored},
                    {"skipped", n.skipped}};
   agg["cells"] = list;
+  // Failpoints switched on for this run, and those its code reached
+  // (docs/detection.md; `shardcheck selftest` reads them).
+  const std::string enabled = LoadFailpoints();
+  if (!enabled.empty())
+    agg["failpoints"] = {{"enabled", enabled}, {"reached", FailpointsReached()}};
   return agg;
 }
 

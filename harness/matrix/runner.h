@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/cell/thread_ranks.h"
 #include "harness/matrix/cell_processes.h"
 #include "harness/matrix/scenario.h"
 #include "spec/device.h"
@@ -27,6 +28,8 @@ struct RunnerOptions {
   // cell on GPUs over NCCL; kAuto is kCuda when a GPU is visible.
   DeviceKind device = DeviceKind::kCpu;
   bool processes = false;  // Gloo cells' ranks as processes through the launcher
+  // What Gloo cells' thread-ranks talk through (harness/cell/thread_ranks.h).
+  ThreadComm thread_comm = ThreadComm::kGloo;
   // GPUs for GPU cells (ids 0..gpus-1 of CUDA_VISIBLE_DEVICES' order);
   // -1: every visible one. A cell whose larger DP size exceeds it is
   // skipped with the reason; cells that run at once get disjoint GPUs.
@@ -37,6 +40,7 @@ struct RunnerOptions {
 // processes (on GPUs: one per GPU of ranks.gpus).
 struct CellExecution {
   bool processes = false;
+  ThreadComm thread_comm = ThreadComm::kGloo;  // thread-ranks' communicator
   RankProcesses ranks;
 };
 

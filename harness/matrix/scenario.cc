@@ -67,10 +67,10 @@ bool MatchesFilter(const Cell& c, const std::string& filter) {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name",      "description",   "model",   "dtype",
-                                           "optimizer", "sharding_type", "dp",      "resume",
-                                           "steps",     "bucket_size",   "seed",    "micro_batches",
-                                           "backend",   "checks",        "exclude", "include"};
+const std::vector<std::string> kTopKeys = {
+    "name",    "description", "model",   "dtype",       "optimizer",     "sharding_type",
+    "dp",      "resume",      "steps",   "bucket_size", "seed",          "micro_batches",
+    "backend", "checks",      "exclude", "include",     "grad_reduction"};
 // Optimizer keys besides the hyperparameters the registry declares.
 const std::vector<std::string> kOptimizerKeys = {
     "name",           "label",           "scalar_optimizer",
@@ -369,6 +369,7 @@ struct Dimensions {
   int steps = 12;
   int micro_batches = 24;
   std::string backend = "gloo";
+  GradReduction grad_reduction = GradReduction::kFp32;
   std::vector<std::pair<std::string, YAML::Node>> models;
   std::vector<std::string> dtypes = {"fp32"};
   std::vector<std::pair<ScenarioOptimizer, YAML::Node>> optimizers;
@@ -384,15 +385,11 @@ std::string ReadModel(const Parser& p, const YAML::Node& n) {
   const std::string model = p.Str(n, "model");
   try {
     if (model.rfind("oracle:", 0) == 0) {
-      const std::string rest = model.substr(7);
-      if (rest.rfind("shapes:", 0) == 0)
-        ParseShapes(rest.substr(7));
-      else
-        ModelByName(rest);
+      OracleModelByName(model.substr(7));
     } else if (model != "gpt-tiny" && model != "moe-tiny") {
       throw Error("unknown model '" + model +
-                  "' (expected oracle:gpt-tiny, oracle:mixed-small, oracle:shapes:<list>, gpt-tiny "
-                  "or moe-tiny)");
+                  "' (expected oracle:gpt-tiny, oracle:mixed-small, oracle:shapes:<list>, "
+                  "oracle:sparse-<one of those>, gpt-tiny or moe-tiny)");
     }
   } catch (const Error& e) {
     p.Fail(n, e.what());
@@ -436,6 +433,12 @@ void ReadRunShape(const Parser& p, const YAML::Node& root, Dimensions& d) {
     d.backend = p.Str(root["backend"], "backend");
     if (d.backend != "gloo" && d.backend != "nccl" && d.backend != "auto")
       p.Fail(root["backend"], "backend '" + d.backend + "' (expected gloo, nccl or auto)");
+  }
+  if (root["grad_reduction"]) {
+    const std::string r = p.Str(root["grad_reduction"], "grad_reduction");
+    if (r != "fp32" && r != "exact")
+      p.Fail(root["grad_reduction"], "grad_reduction '" + r + "' (expected fp32 or exact)");
+    d.grad_reduction = ParseGradReduction(r);
   }
 }
 
@@ -518,7 +521,8 @@ std::string ModelId(const std::string& model) {
     for (char ch : model) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
     char buf[24];
     std::snprintf(buf, sizeof(buf), "%08llx", static_cast<unsigned long long>(h & 0xffffffffull));
-    s = "oracle-shapes-" + std::string(buf);
+    s = (model.rfind("oracle:sparse-", 0) == 0 ? "oracle-sparse-shapes-" : "oracle-shapes-") +
+        std::string(buf);
   }
   return s;
 }
@@ -530,11 +534,19 @@ std::string ModelId(const std::string& model) {
 // resume must continue bitwise at the same DP size and the loss curve must
 // continue.
 std::vector<CheckSpec> DefaultChecks(const Cell& c) {
-  if (!c.RealModel())
-    return {{CheckKind::kBitwise, CheckOn::kParams},
-            {CheckKind::kBitwise, CheckOn::kMainParams},
-            {CheckKind::kBitwise, CheckOn::kState}};
+  const std::vector<CheckSpec> bitwise = {{CheckKind::kBitwise, CheckOn::kParams},
+                                          {CheckKind::kBitwise, CheckOn::kMainParams},
+                                          {CheckKind::kBitwise, CheckOn::kState}};
+  if (!c.RealModel()) return bitwise;
   const bool bf16 = c.dtype == "bf16";
+  if (c.grad_reduction == GradReduction::kExact) {
+    // Training is bitwise the same at every DP size: everything bitwise against
+    // the reference, at every step; the loss (summed over ranks in fp64) within 1e-12.
+    std::vector<CheckSpec> checks = bitwise;
+    checks.push_back({CheckKind::kTolerance, CheckOn::kLoss, 0.0, 1e-12, -1});
+    if (c.resume) checks.push_back({CheckKind::kLossContinuity, CheckOn::kLoss, 0.0, 1e-12, -1});
+    return checks;
+  }
   std::vector<CheckSpec> checks;
   if (!c.optimizer.setup.AnySignBased())
     checks.push_back({CheckKind::kTolerance, CheckOn::kParams, bf16 ? 1e-2 : 1e-3, 1e-2, -1});
@@ -566,9 +578,7 @@ void CheckChoice(const Parser& p, const CellChoice& ch) {
   const OptimizerSetup& setup = ch.optimizer->setup;
   if (const OptimizerConfig* needs = setup.NeedsMatrix();
       needs && ch.model.rfind("oracle:", 0) == 0) {
-    const std::string rest = ch.model.substr(7);
-    const ModelSpec spec =
-        rest.rfind("shapes:", 0) == 0 ? ParseShapes(rest.substr(7)) : ModelByName(rest);
+    const ModelSpec spec = OracleModelByName(ch.model.substr(7));
     if (!spec.HasMatrixParams())
       p.Fail(ch.optimizer_node, "optimizer " + ch.optimizer->label +
                                     " needs a 2-D hidden weight (for " + needs->kind() +
@@ -597,6 +607,7 @@ Cell MakeCell(const Parser& p, const std::string& name, const Dimensions& d, con
   c.seed = ch.seed;
   c.micro_batches = ch.micro_batches;
   c.backend = d.backend;
+  c.grad_reduction = d.grad_reduction;
   c.resume = ch.plan;
   if (c.resume && c.resume->dp == 0) c.resume->dp = ch.dp;
   for (const auto& [check, node] : d.checks) {

@@ -12,6 +12,7 @@
 
 #include "distributed/checkpoint_format.h"
 #include "harness/matrix/check_spec.h"
+#include "harness/models/grad_reduction.h"
 #include "spec/config.h"
 #include "spec/error.h"
 
@@ -39,7 +40,7 @@ struct Cell {
   std::string id;
   std::string scenario, file;
   int line = 0;       // of the scenario (or include entry) that produced it
-  std::string model;  // oracle:gpt-tiny | oracle:shapes:<list> | gpt-tiny | moe-tiny
+  std::string model;  // oracle:<model> (OracleModelByName) | gpt-tiny | moe-tiny
   std::string dtype;  // fp32 | bf16
   ScenarioOptimizer optimizer;
   ShardingType sharding_type = ShardingType::kDpReshardable;
@@ -50,6 +51,9 @@ struct Cell {
   uint64_t seed = 1;
   int micro_batches = 24;
   std::string backend = "gloo";
+  // How data-parallel gradients are reduced (harness/models/grad_reduction.h):
+  // `exact` makes a real model's training bitwise the same at every DP size.
+  GradReduction grad_reduction = GradReduction::kFp32;
   std::vector<CheckSpec> checks;
 
   bool RealModel() const { return model.rfind("oracle:", 0) != 0; }

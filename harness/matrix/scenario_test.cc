@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 namespace shardcheck {
 namespace {
@@ -73,6 +74,22 @@ TEST(Scenario, LabelsAndFilter) {
   EXPECT_FALSE(MatchesFilter(*c, "optimizer=lion"));
   EXPECT_TRUE(MatchesFilter(*c, "id=" + c->id));
   EXPECT_TRUE(MatchesFilter(*c, "fully_reshardable"));
+}
+
+TEST(Scenario, SparseOracleModels) {
+  const Scenario sc = LoadScenario(
+      Write("sparse",
+            "name: sparse\nmodel: ['oracle:sparse-mixed-small', 'oracle:sparse-gpt-tiny', "
+            "'oracle:sparse-shapes:w=64x32,b=32,e=16x8:embedding']\n"
+            "optimizer: [lion, muon_lion]\nsharding_type: dp_reshardable\ndp: 2\n"));
+  ASSERT_EQ(sc.cells.size(), 6u);
+  std::set<std::string> ids;
+  for (const Cell& c : sc.cells) {
+    EXPECT_EQ(c.model.rfind("oracle:sparse-", 0), 0u) << c.model;
+    EXPECT_FALSE(c.RealModel());
+    EXPECT_NE(c.id.find("oracle-sparse-"), std::string::npos) << c.id;
+    EXPECT_TRUE(ids.insert(c.id).second) << c.id;
+  }
 }
 
 // `optimizer: all` expands to every named setup of the registry, with the
@@ -185,6 +202,14 @@ INSTANTIATE_TEST_SUITE_P(
             "name: x\nmodel: oracle:shapes:a=32,b=16\noptimizer: [adam, muon_lion]\nsharding_type: "
             "dp_reshardable\ndp: 2\n",
             3, 19, "needs a 2-D hidden weight"},
+        Bad{"muon_without_matrix_sparse",
+            "name: x\nmodel: oracle:sparse-shapes:a=32,b=16\noptimizer: [adam, muon_lion]\n"
+            "sharding_type: dp_reshardable\ndp: 2\n",
+            3, 19, "needs a 2-D hidden weight"},
+        Bad{"unknown_sparse_oracle_model",
+            "name: x\nmodel: oracle:sparse-gpt-huge\noptimizer: adam\nsharding_type: "
+            "dp_reshardable\ndp: 2\n",
+            2, 8, "unknown oracle model 'sparse-gpt-huge'"},
         Bad{"unknown_optimizer",
             kHead + "optimizer: [adam, adagrad]\nsharding_type: dp_reshardable\ndp: 2\n", 3, 19,
             "unknown optimizer 'adagrad'"},

@@ -2,6 +2,7 @@
 
 #include "harness/models/tiny_model.h"
 #include "spec/error.h"
+#include "spec/failpoint.h"
 #include "testing/oracle.h"
 
 namespace shardcheck {
@@ -25,7 +26,17 @@ class OracleSource final : public GradSource {
     out.resize(spec_.params.size());
     for (size_t i = 0; i < spec_.params.size(); ++i)
       out[i] = PartialGrad(seed_, static_cast<uint64_t>(step), i, spec_.params[i].shape, m,
-                           mb_begin, mb_end);
+                           mb_begin, mb_end, spec_.zero_mask);
+    return 0.0;
+  }
+  double MicroBatchGrads(const std::vector<at::Tensor>& params, int64_t step, int mb_begin,
+                         int mb_end, int m,
+                         std::vector<std::vector<at::Tensor>>& out) const override {
+    out.clear();
+    for (int mb = mb_begin; mb < mb_end; ++mb) {
+      out.emplace_back();
+      RankGrads(params, step, mb, mb + 1, m, out.back());
+    }
     return 0.0;
   }
 
@@ -46,18 +57,43 @@ class TinyModelSource final : public GradSource {
   }
   double RankGrads(const std::vector<at::Tensor>& params, int64_t step, int mb_begin, int mb_end,
                    int m, std::vector<at::Tensor>& out) const override {
-    const auto& ps = model_->spec().params;
-    out.resize(ps.size());
-    for (size_t i = 0; i < ps.size(); ++i) out[i] = at::zeros(ps[i].shape, at::kFloat);
+    out = Zeros();
+    const int first = FirstDataIndex(mb_begin);
     double loss = 0.0;
     for (int mb = mb_begin; mb < mb_end; ++mb)
-      loss += model_->LossAndGrad(params, seed_, step, mb, out);
+      loss += model_->LossAndGrad(params, seed_, step, first + (mb - mb_begin), out);
     const float mf = static_cast<float>(m);
     for (auto& g : out) g = g / mf;
     return loss;
   }
+  double MicroBatchGrads(const std::vector<at::Tensor>& params, int64_t step, int mb_begin,
+                         int mb_end, int m,
+                         std::vector<std::vector<at::Tensor>>& out) const override {
+    out.clear();
+    const int first = FirstDataIndex(mb_begin);
+    const float mf = static_cast<float>(m);
+    double loss = 0.0;
+    for (int mb = mb_begin; mb < mb_end; ++mb) {
+      out.push_back(Zeros());
+      loss += model_->LossAndGrad(params, seed_, step, first + (mb - mb_begin), out.back());
+      for (auto& g : out.back()) g = g / mf;
+    }
+    return loss;
+  }
 
  private:
+  std::vector<at::Tensor> Zeros() const {
+    std::vector<at::Tensor> z;
+    for (const ParamInfo& p : model_->spec().params) z.push_back(at::zeros(p.shape, at::kFloat));
+    return z;
+  }
+  // The data index of micro-batch `mb_begin`, the first of a rank's: itself,
+  // or under the silent bug data_from_dp_rank_not_global_microbatch
+  // (docs/detection.md) 0, as if drawn by its index within the rank.
+  static int FirstDataIndex(int mb_begin) {
+    return FailpointOn("data_from_dp_rank_not_global_microbatch") ? 0 : mb_begin;
+  }
+
   std::unique_ptr<TinyModel> model_;
   std::string name_;
   uint64_t seed_;
@@ -71,15 +107,13 @@ std::unique_ptr<GradSource> MakeOracleSource(const ModelSpec& spec, uint64_t see
 
 std::unique_ptr<GradSource> MakeGradSource(const std::string& model, uint64_t seed) {
   const std::string prefix = "oracle:";
-  if (model.rfind(prefix, 0) == 0) {
-    const std::string rest = model.substr(prefix.size());
-    if (rest.rfind("shapes:", 0) == 0) return MakeOracleSource(ParseShapes(rest.substr(7)), seed);
-    return MakeOracleSource(ModelByName(rest), seed);
-  }
+  if (model.rfind(prefix, 0) == 0)
+    return MakeOracleSource(OracleModelByName(model.substr(prefix.size())), seed);
   if (model == "gpt-tiny" || model == "moe-tiny")
     return std::make_unique<TinyModelSource>(MakeTinyModel(model), model, seed);
   throw Error("unknown model '" + model +
-              "' (expected oracle:gpt-tiny, oracle:shapes:<list>, gpt-tiny or moe-tiny)");
+              "' (expected oracle:gpt-tiny, oracle:mixed-small, oracle:shapes:<list>, "
+              "oracle:sparse-<one of those>, gpt-tiny or moe-tiny)");
 }
 
 }  // namespace shardcheck

@@ -8,7 +8,7 @@ named sets below are what the tests use. State keys appear here only as
 test data: each optimizer's schema is declared once in SCHEMAS.
 
 Command line (for measurements and screenshots):
-    synth.py {realistic,passing,one-failing,lion,large} OUT_DIR [--cells N] [--baseline-of DIR]
+    synth.py {realistic,passing,one-failing,lion,large} OUT_DIR [--cells N] [--bench] [--selftest]
 """
 import argparse
 import json
@@ -266,9 +266,11 @@ def real_model_checks(optimizer: str, dp: int, resume_dp: Optional[int], dtype: 
 
 def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional[Dict] = None,
                   started="2026-12-02T18:01:02Z",
-                  optimizer_order: Optional[List[str]] = OPTIMIZER_ORDER) -> str:
+                  optimizer_order: Optional[List[str]] = OPTIMIZER_ORDER,
+                  selftest: Optional[Dict] = None) -> str:
     """Writes OUT/results.json and OUT/<cell>/result.json; returns OUT.
-    optimizer_order=None leaves "optimizer_order" out, as older results do."""
+    optimizer_order=None leaves "optimizer_order" out, as older results do;
+    `selftest` (e.g. selftest_doc()) is written as OUT/selftest.json."""
     os.makedirs(out, exist_ok=True)
     for c in cells:
         if c["result"] is not None:
@@ -298,6 +300,9 @@ def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional
         for name, doc in bench.items():
             with open(os.path.join(out, "bench", name), "w") as f:
                 json.dump(doc, f, indent=1)
+    if selftest is not None:
+        with open(os.path.join(out, "selftest.json"), "w") as f:
+            json.dump(selftest, f, indent=1)
     return out
 
 
@@ -314,6 +319,48 @@ def bench_doc() -> Dict:
                            b("shard_update_lion/baseline", 0.30, unit="ms"),
                            b("shard_update_lion/fused", 90.0),
                            b("newton_schulz/5iter", 2.5, unit="ms")]}
+
+
+def failpoint_entry(name: str, bug: str, verdict: str = "caught", checks=("bitwise-params",),
+                    cell: str = "adam.dp_reshardable.dp1-resume@4.fp32.oracle-mixed-small", step=4,
+                    tensor="params.fc1.weight", scenario="scenarios/ci/oracle_roundtrip.yaml",
+                    filt="optimizer=adam,dp=1,dtype=fp32,sharding_type=dp_reshardable",
+                    error: Optional[str] = None) -> Dict:
+    """One failpoints[] entry of selftest.json, as `shardcheck selftest` writes it."""
+    caught = verdict == "caught"
+    by = [{"cell": cell, "check": c, "step": step, "tensor": tensor,
+           "detail": f"resumed run, step {step} (right after the load), {c}: 100 elements differ"}
+          for c in checks] if caught else []
+    return {"name": name, "bug": bug, "where": "distributed/checkpoint.cc, the end of a load",
+            "scenario": scenario, "filter": filt, "why": "", "cells": 1,
+            "reached": verdict != "not_reached", "verdict": verdict,
+            "checks": sorted(checks) if caught else [], "caught_by": by,
+            "first_failure": {"cell": cell, "check": checks[0], "step": step, "tensor": tensor} if caught else None,
+            "time_to_first_failure_s": 1.3 if caught else None, "wall_s": 2.9, "error": error}
+
+
+def selftest_doc(escaped: bool = True, clean_failed: List[str] = (), commit="d93ad75") -> Dict:
+    """A selftest.json document: three failpoints caught (bitwise, strict-load,
+    routing) and, with `escaped`, one that escaped and one never reached."""
+    fps = [failpoint_entry("skip_post_load_param_sync",
+                           "model params are not re-derived from the loaded main params "
+                           "(Megatron-LM PR #6920 class)"),
+           failpoint_entry("third_state_key_dropped", "an optimizer with three states saves two",
+                           checks=("strict-load",), cell="ademamix.dp_reshardable.dp1-resume@4.fp32.oracle-mixed-small",
+                           tensor=None),
+           failpoint_entry("scalar_params_routed_to_muon", "embedding and output matrices go to Muon",
+                           checks=("routing",), step=0, tensor="embed.weight")]
+    if escaped:
+        fps += [failpoint_entry("lion_sign_zero_is_one", "Lion's sign(0) is taken as +1 <b>bold</b>",
+                                verdict="escaped", scenario="scenarios/ci/sparse_grads.yaml",
+                                filt="optimizer=lion"),
+                failpoint_entry("drop_step_on_save", "the step counter is not saved", verdict="not_reached")]
+    missed = [f["name"] for f in fps if f["verdict"] != "caught"]
+    return {"format": "shardcheck-selftest/1", "environment": dict(ENV, commit=commit), "wall_s": 41.2,
+            "clean": {"verdict": "fail" if clean_failed else "pass", "cells": 22,
+                      "failed_cells": list(clean_failed)},
+            "summary": {"tried": len(fps), "caught": len(fps) - len(missed), "escaped": missed},
+            "failpoints": fps}
 
 
 # ---- the named sets -------------------------------------------------------
@@ -379,9 +426,11 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--cells", type=int, default=400, help="cells of the large set (default 400)")
     ap.add_argument("--bench", action="store_true", help="also write bench/micro.json")
+    ap.add_argument("--selftest", action="store_true", help="also write selftest.json (one failpoint escaped)")
     a = ap.parse_args()
     cells = large(a.cells) if a.set == "large" else SETS[a.set]()
-    write_results(a.out, cells, bench={"micro.json": bench_doc()} if a.bench else None)
+    write_results(a.out, cells, bench={"micro.json": bench_doc()} if a.bench else None,
+                  selftest=selftest_doc() if a.selftest else None)
     print(f"wrote {len(cells)} cells to {a.out}")
 
 
