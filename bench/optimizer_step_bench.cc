@@ -6,6 +6,10 @@
 //                         ops) through ReferenceStep
 //   <kind>/fused/N        the registry's fused CPU kernel on the same shard,
 //                         one thread, as the DistributedOptimizer calls it
+//                         (the widest instruction set this CPU runs,
+//                         kernels/cpu_isa.h)
+//   <kind>/fused_baseline/N   the same in the x86-64 baseline instance
+//                         (SSE2), what the loop gives without the dispatch
 //   <kind>/no_math/N      a pass with exactly the fused kernel's memory
 //                         traffic and no floating-point math: the roofline
 //   <kind>/fused_2t/N, <kind>/no_math_2t/N   the same, one call split over
@@ -33,6 +37,8 @@
 #include <vector>
 
 #include "bench/step_bench.h"
+#include "bench/suites.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/parallel_elementwise.h"
 #include "reference/registry.h"
 #include "spec/config.h"
@@ -51,9 +57,12 @@ std::string Key(const std::string& kind, const char* variant, int64_t n) {
 }
 
 // The fused kernel over the whole shard: one call, split over `threads`
-// workers as the DistributedOptimizer splits it (--threads).
-void FusedStep(benchmark::State& state, const OptimizerEntry* entry, int threads) {
+// workers as the DistributedOptimizer splits it (--threads), in the active
+// instruction set's instance, or in the baseline's when `baseline`.
+void FusedStep(benchmark::State& state, const OptimizerEntry* entry, int threads, bool baseline) {
   const int64_t n = state.range(0);
+  const CpuIsa active = ActiveCpuIsa();
+  if (baseline) SetActiveCpuIsa(CpuIsa::kBaseline);
   StepInputs& in = Reused<StepInputs>(Key(entry->spec.name, "fused", n),
                                       [&] { return MakeStepInputs(*entry, n); });
   ElementwiseSpan span;
@@ -70,6 +79,7 @@ void FusedStep(benchmark::State& state, const OptimizerEntry* entry, int threads
     RunElementwiseThreads(entry->elementwise, scalars, span, threads);
     benchmark::ClobberMemory();
   }
+  SetActiveCpuIsa(active);
   SetTrafficCounters(state, n, StepTrafficBytes(StateArrays(*entry), n));
 }
 
@@ -91,12 +101,16 @@ void ReferenceUpdate(benchmark::State& state, const OptimizerEntry* entry) {
 // state array, writes the param and every state array, as the fused kernel
 // does. Each word written is the word read XOR the grad's word: no load is
 // dead, no store repeats what memory holds, and there is no floating-point
-// op. Words are uint32 (the arrays are never read as floats).
+// op. Words are uint32 (the arrays are never read as floats). Like the
+// fused loop it exists once per instruction set (kernels/cpu_isa.h) and
+// runs in the active one's, so the roofline uses the same vector width.
 using NoMathPass = void (*)(int64_t n, uint32_t* p, const uint32_t* g, uint32_t* const* state);
 
 template <size_t... I>
-void NoMathLoop(int64_t n, uint32_t* __restrict p, const uint32_t* __restrict g,
-                uint32_t* const* state, std::index_sequence<I...>) {
+__attribute__((always_inline)) inline void NoMathLoop(int64_t n, uint32_t* __restrict p,
+                                                      const uint32_t* __restrict g,
+                                                      uint32_t* const* state,
+                                                      std::index_sequence<I...>) {
   uint32_t* const s[] = {state[I]..., nullptr};
   (void)s;  // no state array: K = 0
   for (int64_t i = 0; i < n; ++i) {
@@ -107,8 +121,36 @@ void NoMathLoop(int64_t n, uint32_t* __restrict p, const uint32_t* __restrict g,
 }
 
 template <size_t K>
-void NoMathPassOf(int64_t n, uint32_t* p, const uint32_t* g, uint32_t* const* state) {
+void NoMathBaseline(int64_t n, uint32_t* p, const uint32_t* g, uint32_t* const* state) {
   NoMathLoop(n, p, g, state, std::make_index_sequence<K>{});
+}
+#if SHARDCHECK_CPU_ISA_DISPATCH
+template <size_t K>
+__attribute__((target("avx2"))) void NoMathAvx2(int64_t n, uint32_t* p, const uint32_t* g,
+                                                uint32_t* const* state) {
+  NoMathLoop(n, p, g, state, std::make_index_sequence<K>{});
+}
+template <size_t K>
+__attribute__((target("avx512f"))) void NoMathAvx512(int64_t n, uint32_t* p, const uint32_t* g,
+                                                     uint32_t* const* state) {
+  NoMathLoop(n, p, g, state, std::make_index_sequence<K>{});
+}
+#endif
+
+// The pass of K state arrays in the active instruction set's instance.
+template <size_t K>
+void NoMathPassOf(int64_t n, uint32_t* p, const uint32_t* g, uint32_t* const* state) {
+#if SHARDCHECK_CPU_ISA_DISPATCH
+  switch (ActiveCpuIsa()) {
+    case CpuIsa::kAvx512:
+      return NoMathAvx512<K>(n, p, g, state);
+    case CpuIsa::kAvx2:
+      return NoMathAvx2<K>(n, p, g, state);
+    case CpuIsa::kBaseline:
+      break;
+  }
+#endif
+  NoMathBaseline<K>(n, p, g, state);
 }
 
 template <size_t... K>
@@ -212,14 +254,19 @@ int RegisterAll() {
     for (int threads : {1, 2}) {
       const std::string suffix = threads == 1 ? "" : "_" + std::to_string(threads) + "t";
       for (int64_t n : StepSizes())
-        Configure(
-            benchmark::RegisterBenchmark((kind + "/fused" + suffix).c_str(), FusedStep, e, threads),
-            n, kLargeFusedIterations);
+        Configure(benchmark::RegisterBenchmark((kind + "/fused" + suffix).c_str(), FusedStep, e,
+                                               threads, false),
+                  n, kLargeFusedIterations);
       for (int64_t n : StepSizes())
         Configure(
             benchmark::RegisterBenchmark((kind + "/no_math" + suffix).c_str(), NoMath, e, threads),
             n, kLargeFusedIterations);
     }
+    if (ActiveCpuIsa() != CpuIsa::kBaseline)
+      for (int64_t n : StepSizes())
+        Configure(
+            benchmark::RegisterBenchmark((kind + "/fused_baseline").c_str(), FusedStep, e, 1, true),
+            n, kLargeFusedIterations);
     RegisterTorchOptimBenchmarks(*e);
   }
   return kinds;
@@ -229,10 +276,17 @@ void PrintHelp() {
   benchmark::PrintDefaultHelp();
   std::fprintf(stdout,
                "shardcheck_bench also takes:\n"
-               "  [--aten_threads=<n>]   ATen intra-op threads of the reference and torch_optim\n"
-               "                         benchmarks (default 1; the fused kernel runs on one)\n"
-               "Names: <kind>/{reference,fused,no_math,fused_2t,no_math_2t,torch_optim}/N,\n"
-               "stream/{copy,triad}/N;\n"
+               "  [--aten_threads=<n>]   ATen intra-op threads of the reference, torch_optim and\n"
+               "                         Newton-Schulz benchmarks (default 1; the fused kernel\n"
+               "                         runs on one)\n"
+               "  [--scratch_dir=<dir>]  where the checkpoint benchmarks write (default\n"
+               "                         out/bench/scratch; removed as they end)\n"
+               "Names: <kind>/{reference,fused,fused_baseline,no_math,fused_2t,no_math_2t,\n"
+               "torch_optim}/N,\n"
+               "stream/{copy,triad}/N, dist_step/adamw/dp<D>/N, dist_state/<setup>/dp<D>/N,\n"
+               "checkpoint/plain/{write,read_cold,read_warm}/N,\n"
+               "checkpoint/<type>/{save,load_warm,load_cold,load_reshard_cold}/N,\n"
+               "newton_schulz/<rows>/<cols>, at_mm/<rows>/<cols>;\n"
                "ci/bench runs them and writes out/bench/summary.md (bench/README.md).\n");
 }
 
@@ -254,7 +308,24 @@ int TakeAtenThreads(int* argc, char** argv) {
   return threads;
 }
 
+// Removes --scratch_dir=DIR from argv; returns DIR, or "" when absent.
+std::string TakeScratchDir(int* argc, char** argv) {
+  std::string dir;
+  const char* flag = "--scratch_dir=";
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0)
+      dir = argv[i] + std::strlen(flag);
+    else
+      argv[out++] = argv[i];
+  }
+  *argc = out;
+  return dir;
+}
+
 int Main(int argc, char** argv) {
+  const std::string scratch = TakeScratchDir(&argc, argv);
+  if (!scratch.empty()) SetCheckpointScratchDir(scratch);
   const int threads = TakeAtenThreads(&argc, argv);
   if (threads < 0) {
     std::fprintf(stderr, "shardcheck_bench: --aten_threads takes a positive integer\n");
@@ -265,10 +336,14 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "shardcheck_bench: the registry has no elementwise optimizer\n");
     return 1;
   }
+  RegisterNewtonSchulzBenchmarks();
+  RegisterDistributedBenchmarks();
+  RegisterCheckpointBenchmarks();
   benchmark::Initialize(&argc, argv, PrintHelp);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::AddCustomContext("aten_threads", std::to_string(at::get_num_threads()));
   benchmark::AddCustomContext("fused_threads", "1 (fused, no_math), 2 (fused_2t, no_math_2t)");
+  benchmark::AddCustomContext("cpu_isa", CpuIsaName(ActiveCpuIsa()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

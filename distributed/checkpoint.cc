@@ -185,7 +185,7 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
           out.push_back({DpReshardableKey(0, pdt, gdt, b.index, kinds[ki]),
                          {b.numel_unpadded},
                          begin,
-                         ShardOf(owned, b, dp, ki).narrow(0, 0, n).clone()});
+                         ShardOf(owned, b, dp, ki).narrow(0, 0, n)});
       }
       if (rank == 0) AddBucketSizes(out, opt);
       break;
@@ -212,7 +212,7 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
             const ParamInfo& info = params[static_cast<size_t>(p.param)];
             out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name),
                            info.shape, 0,
-                           bucket.narrow(0, p.world.begin - b.world.begin, p.numel).clone()});
+                           bucket.narrow(0, p.world.begin - b.world.begin, p.numel)});
           }
         }
       }

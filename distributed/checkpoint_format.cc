@@ -463,9 +463,13 @@ at::Tensor CheckpointReader::ReadRange(const std::string& key, int64_t begin, in
     throw Error("checkpoint " + dir_ + ": range [" + std::to_string(begin) + ", " +
                 std::to_string(begin + numel) + ") is outside tensor " + key + " (" +
                 std::to_string(t.Numel()) + " elements)");
+  const int64_t end = begin + numel;
+  // One chunk holds the whole range (a same-DP load): its verified data.
+  for (const ChunkRecord& c : t.chunks)
+    if (numel > 0 && c.offset <= begin && end <= c.offset + c.numel)
+      return Chunk(t, c).narrow(0, begin - c.offset, numel);
   at::Tensor out = at::empty({numel}, at::TensorOptions().dtype(t.dtype));
   int64_t covered = begin;
-  const int64_t end = begin + numel;
   for (const ChunkRecord& c : t.chunks) {
     const int64_t lo = std::max(covered, c.offset), hi = std::min(end, c.offset + c.numel);
     if (lo >= hi) continue;

@@ -155,7 +155,9 @@ class CheckpointReader {
   // Elements [begin, begin + numel) of the flattened tensor `key`, in its
   // dtype. Every chunk it touches is checksum-verified (once). Throws Error
   // naming the key, file and range when the range is not fully covered or a
-  // checksum does not match.
+  // checksum does not match. When one chunk holds the whole range, the
+  // result is a view of that chunk's verified data (no copy): read it, do
+  // not write into it.
   at::Tensor ReadRange(const std::string& key, int64_t begin, int64_t numel);
   // The whole tensor in its global shape.
   at::Tensor ReadFull(const std::string& key);

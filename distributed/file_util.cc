@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -29,7 +30,42 @@ void FsyncDir(const std::string& dir) {
   ::close(fd);
 }
 
-void WriteFileAtomic(const std::string& path, const std::string& bytes,
+namespace {
+
+// Writes every run to `fd` in order, calling `midway` once half the total
+// is written. Returns false with errno set on a write error.
+bool WriteRuns(int fd, const std::vector<ByteRun>& runs, const std::function<void()>& midway) {
+  uint64_t total = 0;
+  for (const ByteRun& r : runs) total += r.size;
+  const uint64_t half = total / 2;
+  constexpr size_t kMaxWrite = size_t{1} << 30;  // write() moves at most ~2 GiB a call
+  uint64_t done = 0;
+  bool halfway_called = !midway;
+  for (const ByteRun& r : runs) {
+    const char* p = static_cast<const char*>(r.data);
+    size_t in_run = 0;
+    while (in_run < r.size) {
+      if (!halfway_called && done >= half) {
+        halfway_called = true;
+        midway();
+      }
+      size_t want = std::min(r.size - in_run, kMaxWrite);
+      if (!halfway_called) want = static_cast<size_t>(std::min<uint64_t>(want, half - done));
+      const ssize_t n = ::write(fd, p + in_run, want);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      in_run += static_cast<size_t>(n);
+      done += static_cast<uint64_t>(n);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void WriteFileAtomic(const std::string& path, const std::vector<ByteRun>& runs,
                      const std::function<void()>& midway) {
   namespace fs = std::filesystem;
   const fs::path target(path);
@@ -37,24 +73,11 @@ void WriteFileAtomic(const std::string& path, const std::string& bytes,
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw Error("cannot create " + tmp + ": " + Errno(), ErrorKind::kEnvironment);
-  size_t done = 0;
-  const size_t half = bytes.size() / 2;
-  bool halfway_called = !midway;
-  while (done < bytes.size()) {
-    if (!halfway_called && done >= half) {
-      halfway_called = true;
-      midway();
-    }
-    const size_t upto = halfway_called ? bytes.size() : half;
-    ssize_t n = ::write(fd, bytes.data() + done, upto - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string e = Errno();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error("cannot write " + tmp + ": " + e, ErrorKind::kEnvironment);
-    }
-    done += static_cast<size_t>(n);
+  if (!WriteRuns(fd, runs, midway)) {
+    const std::string e = Errno();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error("cannot write " + tmp + ": " + e, ErrorKind::kEnvironment);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const std::string e = Errno();
@@ -67,6 +90,11 @@ void WriteFileAtomic(const std::string& path, const std::string& bytes,
     throw Error("cannot rename " + tmp + " to " + path + ": " + e, ErrorKind::kEnvironment);
   }
   FsyncDir(dir.string());
+}
+
+void WriteFileAtomic(const std::string& path, const std::string& bytes,
+                     const std::function<void()>& midway) {
+  WriteFileAtomic(path, std::vector<ByteRun>{{bytes.data(), bytes.size()}}, midway);
 }
 
 std::string ReadFile(const std::string& path) {

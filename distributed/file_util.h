@@ -1,9 +1,11 @@
 // Durable file writes: write-to-temporary, fsync, rename, fsync the folder.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace shardcheck {
 
@@ -13,6 +15,17 @@ namespace shardcheck {
 // untouched and the temporary is removed. `midway`, when given, is called
 // once half the bytes are written (where failpoints interrupt a write).
 void WriteFileAtomic(const std::string& path, const std::string& bytes,
+                     const std::function<void()>& midway = {});
+
+// Bytes to write, not owned: they must stay alive during the call.
+struct ByteRun {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+// The same for the concatenation of `runs`, written straight from their
+// memory (no copy into one buffer).
+void WriteFileAtomic(const std::string& path, const std::vector<ByteRun>& runs,
                      const std::function<void()>& midway = {});
 
 // fsync of a folder, so a rename inside it is durable. Throws Error.

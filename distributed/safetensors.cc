@@ -59,14 +59,14 @@ uint64_t WriteSafetensors(const std::string& path,
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');
   const uint64_t n = json.size();
-  std::string bytes;
-  bytes.reserve(8 + n + offset);
-  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
-  bytes += json;
+  std::string head;
+  for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
+  head += json;
+  // The tensors' bytes go to the file from their own memory.
+  std::vector<ByteRun> runs = {{head.data(), head.size()}};
   for (const auto& c : data)
-    bytes.append(static_cast<const char*>(c.data_ptr()),
-                 static_cast<size_t>(c.numel()) * c.element_size());
-  WriteFileAtomic(path, bytes, midway);
+    runs.push_back({c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size()});
+  WriteFileAtomic(path, runs, midway);
   return n;
 }
 

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu_isa.h"
 #include "spec/kernel_interface.h"
 #include "spec/optimizer_spec.h"
 #include "spec/registry.h"
@@ -48,10 +49,18 @@ SHARDCHECK_HD inline uint16_t RoundToBf16(float x) {
 
 namespace detail {
 
+#if SHARDCHECK_CPU_ISA_DISPATCH
+// Inlined into each ISA instance below, so that the loop is vectorized for
+// that instance's target (an out-of-line copy would be the baseline's).
+#define SHARDCHECK_LOOP_INLINE __attribute__((always_inline)) inline
+#else
+#define SHARDCHECK_LOOP_INLINE inline
+#endif
+
 // One pass over the span: load, update, store, then `write_back(i, p)`.
 template <class Op, class WriteBack>
-inline void ElementwiseLoop(const typename Op::Scalars& s, const ElementwiseSpan& span,
-                            WriteBack write_back) {
+SHARDCHECK_LOOP_INLINE void ElementwiseLoop(const typename Op::Scalars& s,
+                                            const ElementwiseSpan& span, WriteBack write_back) {
   constexpr int kStates = Op::kStateCount;
   float* __restrict p = span.main;
   const float* __restrict g = span.grad;
@@ -69,22 +78,59 @@ inline void ElementwiseLoop(const typename Op::Scalars& s, const ElementwiseSpan
   }
 }
 
-}  // namespace detail
-
-// The CPU loop of `Op` over one span (one thread).
+// The CPU loop of `Op` over one span, with the write-back the span asks for.
 template <class Op>
-void RunElementwiseCpu(const ScalarBlock& block, const ElementwiseSpan& span) {
+SHARDCHECK_LOOP_INLINE void RunElementwiseCpuBody(const ScalarBlock& block,
+                                                  const ElementwiseSpan& span) {
   typename Op::Scalars s;
   std::memcpy(&s, block.bytes, sizeof(s));
   if (span.model_bf16) {
     uint16_t* out = span.model_bf16;
-    detail::ElementwiseLoop<Op>(s, span, [out](int64_t i, float v) { out[i] = RoundToBf16(v); });
+    ElementwiseLoop<Op>(s, span, [out](int64_t i, float v) { out[i] = RoundToBf16(v); });
   } else if (span.model_fp32) {
     float* out = span.model_fp32;
-    detail::ElementwiseLoop<Op>(s, span, [out](int64_t i, float v) { out[i] = v; });
+    ElementwiseLoop<Op>(s, span, [out](int64_t i, float v) { out[i] = v; });
   } else {
-    detail::ElementwiseLoop<Op>(s, span, [](int64_t, float) {});
+    ElementwiseLoop<Op>(s, span, [](int64_t, float) {});
   }
+}
+
+// One instance of the loop per instruction set (kernels/cpu_isa.h): the
+// same source, vectorized by the compiler for that target.
+template <class Op>
+void RunElementwiseCpuBaseline(const ScalarBlock& block, const ElementwiseSpan& span) {
+  RunElementwiseCpuBody<Op>(block, span);
+}
+#if SHARDCHECK_CPU_ISA_DISPATCH
+template <class Op>
+__attribute__((target("avx2"))) void RunElementwiseCpuAvx2(const ScalarBlock& block,
+                                                           const ElementwiseSpan& span) {
+  RunElementwiseCpuBody<Op>(block, span);
+}
+template <class Op>
+__attribute__((target("avx512f"))) void RunElementwiseCpuAvx512(const ScalarBlock& block,
+                                                                const ElementwiseSpan& span) {
+  RunElementwiseCpuBody<Op>(block, span);
+}
+#endif
+
+}  // namespace detail
+
+// The CPU loop of `Op` over one span (one thread), in the instance of
+// ActiveCpuIsa(): the same bits whichever runs.
+template <class Op>
+void RunElementwiseCpu(const ScalarBlock& block, const ElementwiseSpan& span) {
+#if SHARDCHECK_CPU_ISA_DISPATCH
+  switch (ActiveCpuIsa()) {
+    case CpuIsa::kAvx512:
+      return detail::RunElementwiseCpuAvx512<Op>(block, span);
+    case CpuIsa::kAvx2:
+      return detail::RunElementwiseCpuAvx2<Op>(block, span);
+    case CpuIsa::kBaseline:
+      break;
+  }
+#endif
+  detail::RunElementwiseCpuBaseline<Op>(block, span);
 }
 
 // Registers an elementwise kind whose fused kernel is `Op`: its CPU loop,

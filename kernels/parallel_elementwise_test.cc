@@ -1,14 +1,18 @@
 // Every elementwise kind's fused kernel split over threads against its
 // reference update: bitwise equal params, state and model write-back, at
 // sizes that hit vector tails and chunk edges (1, 7, 63, 64, 65, 1,000,003)
-// and at 1, 2 and 3 threads. The kinds come from the registry.
+// and at 1, 2 and 3 threads, in every instruction-set instance of the loop
+// this CPU runs (kernels/cpu_isa.h). The kinds come from the registry.
 #include "kernels/parallel_elementwise.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <tuple>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/kernel_test_util.h"
 #include "reference/registry.h"
 #include "spec/config.h"
@@ -38,12 +42,33 @@ TEST(ParallelElementwise, ChunksCoverTheSpanOnce) {
   EXPECT_EQ(sub.model_bf16, nullptr);
 }
 
-using Case = std::tuple<std::string, int64_t, int>;  // kind, numel, threads
+TEST(CpuIsa, TheWidestSupportedSetIsActiveByDefault) {
+  const std::vector<CpuIsa> supported = SupportedCpuIsas();
+  ASSERT_FALSE(supported.empty());
+  EXPECT_EQ(supported.front(), CpuIsa::kBaseline);
+  if (std::getenv("SHARDCHECK_CPU_ISA") == nullptr) EXPECT_EQ(ActiveCpuIsa(), supported.back());
+  std::cout << "[ info     ] CPU ISA instances run here:";
+  for (CpuIsa isa : supported) std::cout << " " << CpuIsaName(isa);
+  std::cout << "\n";
+}
+
+// Sets the active instruction set for one test, then restores the previous.
+class ActiveIsaScope {
+ public:
+  explicit ActiveIsaScope(CpuIsa isa) : previous_(ActiveCpuIsa()) { SetActiveCpuIsa(isa); }
+  ~ActiveIsaScope() { SetActiveCpuIsa(previous_); }
+
+ private:
+  CpuIsa previous_;
+};
+
+using Case = std::tuple<std::string, int64_t, int, CpuIsa>;  // kind, numel, threads, ISA
 
 class ThreadedKernel : public testing::TestWithParam<Case> {};
 
 TEST_P(ThreadedKernel, BitwiseEqualToTheReferenceUpdate) {
-  const auto& [kind, n, threads] = GetParam();
+  const auto& [kind, n, threads, isa] = GetParam();
+  const ActiveIsaScope isa_scope(isa);
   const OptimizerEntry& entry = FindOptimizer(kind);
   OptimizerConfig c = OptimizerConfig::Defaults(kind);
   c.Set("weight_decay", 0.05);
@@ -88,13 +113,14 @@ TEST_P(ThreadedKernel, BitwiseEqualToTheReferenceUpdate) {
 
 std::string CaseName(const testing::TestParamInfo<Case>& info) {
   return std::get<0>(info.param) + "_n" + std::to_string(std::get<1>(info.param)) + "_t" +
-         std::to_string(std::get<2>(info.param));
+         std::to_string(std::get<2>(info.param)) + "_" + CpuIsaName(std::get<3>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, ThreadedKernel,
                          testing::Combine(testing::ValuesIn(ElementwiseKinds()),
                                           testing::Values<int64_t>(1, 7, 63, 64, 65, 1000003),
-                                          testing::Values(1, 2, 3)),
+                                          testing::Values(1, 2, 3),
+                                          testing::ValuesIn(SupportedCpuIsas())),
                          CaseName);
 
 }  // namespace

@@ -12,11 +12,24 @@ prefix followed by "/" (the longest such prefix wins) and that has the same
 aggregate name (mean, median, ... or none). The ratio is real_time(other) /
 real_time(baseline), both converted to nanoseconds; the speed-up is its
 inverse.
+
+How cost grows (`cost_growth`): shardcheck_bench's DistributedOptimizer
+step (dist_step/<setup>/dp<D>/N), per-rank state (dist_state/<setup>/dp<D>/N)
+and checkpoint (checkpoint/plain/<op>/N, checkpoint/<type>/<op>/N)
+families, each figure the median of a benchmark's repetitions (its
+"iteration" runs; the median aggregate when only aggregates were written;
+a name in several files: the last file's, in name order).
+Google Benchmark's name suffixes (/iterations:1, /repeats:1, /real_time,
+/manual_time) are dropped. A family absent from every file leaves its part
+out.
 """
+import collections
 import dataclasses
 import glob
 import os
-from typing import Dict, List, Optional
+import re
+import statistics
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from load import Checker, InputError, read_json
 
@@ -26,6 +39,12 @@ STANDARD_KEYS = {"name", "family_index", "per_family_instance_index", "run_name"
                  "label", "big_o", "rms", "complexity"}
 NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 BASELINE_SUFFIX = "/baseline"
+# What Google Benchmark appends to a name: its options, then the timing.
+OPTION_PART = re.compile(r"real_time|manual_time|process_time"
+                         r"|(iterations|repeats|threads|min_time|min_warmup_time):[^/]+")
+DP_PART = re.compile(r"dp(\d+)")
+PLAIN_OPS = ("write", "read_cold", "read_warm")
+CHECKPOINT_OPS = ("save", "load_warm", "load_cold", "load_reshard_cold")
 
 
 @dataclasses.dataclass
@@ -119,3 +138,206 @@ def ratios(benchmarks: List[Benchmark]) -> List[Ratio]:
                 break
     return out
 
+
+
+def size_label(n: int) -> str:
+    """"16M" for 16 * 2**20; the number itself when it is no whole K, M or G."""
+    for shift, suffix in ((30, "G"), (20, "M"), (10, "K")):
+        if n >= (1 << shift) and n % (1 << shift) == 0:
+            return f"{n >> shift}{suffix}"
+    return str(n)
+
+
+def parse_run_name(run_name: str) -> Tuple[str, List[str], Tuple[int, ...]]:
+    """("dist_step", ["<setup>", "dp2"], (16777216,)) from
+    "dist_step/<setup>/dp2/16777216/iterations:1/manual_time": the family, the
+    parts up to the numeric arguments, the arguments."""
+    parts = run_name.split("/")
+    while len(parts) > 1 and OPTION_PART.fullmatch(parts[-1]):
+        parts.pop()
+    args: List[int] = []
+    while len(parts) > 1 and parts[-1].isdigit():
+        args.insert(0, int(parts.pop()))
+    return parts[0], parts[1:], tuple(args)
+
+
+@dataclasses.dataclass
+class Repeated:
+    """The repetitions of one benchmark of one file: real times in ms and counters."""
+    file: str
+    run_name: str
+    ms: List[float]
+    counters: Dict[str, List[float]]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ms)
+
+    @property
+    def low(self) -> float:
+        return min(self.ms)
+
+    @property
+    def high(self) -> float:
+        return max(self.ms)
+
+    def counter(self, name: str) -> Optional[float]:
+        """The median of a counter over the repetitions; None when no repetition has it."""
+        values = self.counters.get(name)
+        return statistics.median(values) if values else None
+
+    def gbps(self) -> Optional[float]:
+        """bytes_per_step / median time, in GB/s."""
+        nbytes = self.counter("bytes_per_step")
+        return nbytes / (self.median * 1e-3) / 1e9 if nbytes and self.median else None
+
+
+def repeated(benchmarks: Iterable[Benchmark]) -> List[Repeated]:
+    """The repetitions of each run name of each file, in first-seen order: its
+    "iteration" runs without an error, or its median aggregate when it has none."""
+    runs: Dict[Tuple[str, str], List[Benchmark]] = collections.OrderedDict()
+    medians: Dict[Tuple[str, str], Benchmark] = {}
+    for b in benchmarks:
+        if b.error or b.real_ns is None:
+            continue
+        key = (b.file, b.run_name)
+        if not b.aggregate:
+            runs.setdefault(key, []).append(b)
+        elif b.aggregate == "median":
+            medians[key] = b
+            runs.setdefault(key, [])
+    out = []
+    for (file, name), reps in runs.items():
+        reps = reps or [medians[(file, name)]]
+        counters: Dict[str, List[float]] = collections.defaultdict(list)
+        for b in reps:
+            for k, v in b.counters.items():
+                counters[k].append(float(v))
+        out.append(Repeated(file, name, [b.real_ns / 1e6 for b in reps], dict(counters)))
+    return out
+
+
+@dataclasses.dataclass
+class DistStepRow:
+    """One DistributedOptimizer step benchmark: rank 0's step and its split."""
+    setup: str
+    n: int
+    dp: int
+    step: Repeated
+    speedup: Optional[float] = None     # the median step at dp 1 of the same N / this one
+
+    def part_ms(self, counter: str) -> Optional[float]:
+        return self.step.counter(counter)
+
+
+# The split of rank 0's step: (counter, label), in the order of a step.
+STEP_SPLIT = (("rs_ms", "reduce-scatter"), ("update_ms", "update"), ("ag_ms", "all-gather"),
+              ("allreduce_ms", "all-reduce"))
+
+
+@dataclasses.dataclass
+class StateRow:
+    """The per-rank bytes of fp32 main params and state of one setup, N and DP size."""
+    setup: str
+    n: int
+    dp: int
+    max_bytes: Optional[float]
+    min_bytes: Optional[float]
+    dp1_share: Optional[float]          # max / (dp 1's bytes / D)
+
+    @property
+    def imbalance(self) -> Optional[float]:
+        return self.max_bytes / self.min_bytes if self.max_bytes and self.min_bytes else None
+
+
+@dataclasses.dataclass
+class CheckpointRow:
+    """Save and load of one sharding type at one N (kind "plain": the plain
+    file's write, read_warm and read_cold stand as save, load_warm, load_cold)."""
+    kind: str
+    n: int
+    ops: Dict[str, Repeated]
+
+    @property
+    def plain(self) -> bool:
+        return self.kind == "plain"
+
+    def op(self, name: str) -> Optional[Repeated]:
+        """A sharding type's op, or the plain file's counterpart of it."""
+        if self.plain:
+            name = {"save": "write", "load_warm": "read_warm", "load_cold": "read_cold"}.get(name, "")
+        return self.ops.get(name)
+
+    @property
+    def reshard_ratio(self) -> Optional[float]:
+        """load_reshard_cold median / load_cold median (target at most 1.3)."""
+        a, b = self.ops.get("load_reshard_cold"), self.ops.get("load_cold")
+        return a.median / b.median if a and b and b.median else None
+
+
+@dataclasses.dataclass
+class CostGrowth:
+    dist_step: List[DistStepRow]
+    state: List[StateRow]
+    checkpoint: List[CheckpointRow]     # per N: the plain file first, then the sharding types
+
+
+def _setup_and_dp(parts: List[str]) -> Tuple[str, Optional[int]]:
+    """("<setup>", 2) from ["<setup>", "dp2"]; ("", None) when the parts have no such shape."""
+    m = DP_PART.fullmatch(parts[-1]) if len(parts) >= 2 else None
+    return ("/".join(parts[:-1]), int(m.group(1))) if m else ("", None)
+
+
+def _by_setup_n_dp(found: Dict[Tuple[str, int, int], Repeated]) -> List[Tuple[Tuple[str, int, int], Repeated]]:
+    """Setups in first-seen order, then N and D rising."""
+    setups = list(dict.fromkeys(s for s, _, _ in found))
+    return sorted(found.items(), key=lambda kv: (setups.index(kv[0][0]), kv[0][1], kv[0][2]))
+
+
+def dist_step_rows(runs: List[Repeated]) -> List[DistStepRow]:
+    found = {}
+    for r in runs:
+        family, parts, args = parse_run_name(r.run_name)
+        setup, dp = _setup_and_dp(parts)
+        if family == "dist_step" and dp is not None and len(args) == 1:
+            found[(setup, args[0], dp)] = r
+    rows = [DistStepRow(setup, n, dp, r) for (setup, n, dp), r in _by_setup_n_dp(found)]
+    for row in rows:
+        one = found.get((row.setup, row.n, 1))
+        if one and row.step.median:
+            row.speedup = one.median / row.step.median
+    return rows
+
+
+def state_rows(runs: List[Repeated]) -> List[StateRow]:
+    found = {}
+    for r in runs:
+        family, parts, args = parse_run_name(r.run_name)
+        setup, dp = _setup_and_dp(parts)
+        if family == "dist_state" and dp is not None and len(args) == 1:
+            found[(setup, args[0], dp)] = r
+    return [StateRow(setup, n, dp, r.counter("state_bytes_max"), r.counter("state_bytes_min"),
+                     r.counter("dp1_share"))
+            for (setup, n, dp), r in _by_setup_n_dp(found)]
+
+
+def checkpoint_rows(runs: List[Repeated]) -> List[CheckpointRow]:
+    ops: Dict[Tuple[str, int], Dict[str, Repeated]] = collections.OrderedDict()
+    for r in runs:
+        family, parts, args = parse_run_name(r.run_name)
+        if family != "checkpoint" or len(parts) < 2 or len(args) != 1:
+            continue
+        kind, op = "/".join(parts[:-1]), parts[-1]
+        if op in (PLAIN_OPS if kind == "plain" else CHECKPOINT_OPS):
+            ops.setdefault((kind, args[0]), {})[op] = r
+    kinds = list(dict.fromkeys(["plain"] + [k for k, _ in ops]))
+    return [CheckpointRow(kind, n, found)
+            for (kind, n), found in sorted(ops.items(), key=lambda kv: (kv[0][1], kinds.index(kv[0][0])))]
+
+
+def cost_growth(benchmarks: Iterable[Benchmark]) -> Optional[CostGrowth]:
+    """The "How cost grows" tables of `benchmarks`; None when none of their
+    families is there."""
+    runs = repeated(benchmarks)
+    growth = CostGrowth(dist_step_rows(runs), state_rows(runs), checkpoint_rows(runs))
+    return growth if growth.dist_step or growth.state or growth.checkpoint else None

@@ -21,9 +21,15 @@ passing cells are picked one per matrix row first, then in run order,
 among cells that have something to draw: first those with a loss, a
 scheduled lr or a nonzero difference, then those with only a grad norm
 (summary.plot_priority). Every cell keeps its tables.
+
+The performance section lists the benchmarks (medians of repeated ones)
+and, when shardcheck_bench's DistributedOptimizer, per-rank state or
+checkpoint families are there, a "How cost grows" part (bench.cost_growth,
+bench_plots): their tables and log-log plots against the model size.
 """
 import dataclasses
 import os
+import re
 import urllib.parse
 from typing import Dict, List, Optional
 
@@ -31,11 +37,12 @@ import jinja2
 from markupsafe import Markup
 
 import answers as answers_mod
+import bench_plots
 import compare as compare_mod
 import matrix as matrix_mod
 import plots
 import summary
-from bench import Benchmark, ratios, shown
+from bench import STEP_SPLIT, Benchmark, Repeated, cost_growth, ratios, shown, size_label
 from detection import Detection
 from load import FAILED, Cell, Results, counts_of
 
@@ -79,6 +86,43 @@ def fmt_bytes(v) -> str:
         if abs(v) >= size:
             return f"{v / size:.1f} {unit}"
     return f"{v} B"
+
+
+def fmt_ms(v: Optional[float]) -> str:
+    """Milliseconds with three significant digits (at least), or a dash."""
+    if v is None:
+        return "—"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def fmt_spread(r: Optional[Repeated]) -> str:
+    """"12.3 (11.9–13.0)": the median (min–max) ms of a benchmark's repetitions."""
+    if r is None:
+        return "—"
+    if len(r.ms) == 1:
+        return fmt_ms(r.median)
+    return f"{fmt_ms(r.median)} ({fmt_ms(r.low)}–{fmt_ms(r.high)})"
+
+
+def fmt_factor(v: Optional[float], digits: int = 2, suffix: str = "") -> str:
+    return "—" if v is None else f"{v:.{digits}f}{suffix}"
+
+
+def fmt_rate(v: Optional[float]) -> str:
+    """A GB/s figure with three significant digits (at least), or a dash."""
+    if v is None:
+        return "—"
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def fmt_mb(v: Optional[float]) -> str:
+    return "—" if v is None else f"{v / 1e6:.1f}"
 
 
 def choose_plotted(cells: List[Cell], options: Options) -> Dict[str, str]:
@@ -222,10 +266,32 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
             "memory": _memory(r), "comparison": comparison}
 
 
+def _cost_growth(benchmarks: List[Benchmark]) -> Optional[dict]:
+    """The "How cost grows" part: bench.cost_growth's tables and their plots;
+    None when none of its families is there."""
+    growth = cost_growth(benchmarks)
+    if growth is None:
+        return None
+
+    def svg(fig, uid):
+        """{"svg": the inline SVG, "width": its natural width in CSS px}, or None."""
+        text = bench_plots.svg_or_none(fig, uid)
+        if not text:
+            return None
+        view_box = re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', text)
+        return {"svg": Markup(text), "width": round(float(view_box.group(1)) * 4 / 3) if view_box else 520}
+    return {"dist_step": growth.dist_step, "state": growth.state, "checkpoint": growth.checkpoint,
+            "split": STEP_SPLIT,
+            "step_svg": svg(bench_plots.dist_step_figure(growth.dist_step), "perf-step"),
+            "split_svg": svg(bench_plots.dist_split_figure(growth.dist_step), "perf-split"),
+            "checkpoint_svg": svg(bench_plots.checkpoint_figure(growth.checkpoint), "perf-ckpt")}
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=fmt_num, bytes=fmt_bytes, secs=fmt_secs)
+    env.filters.update(num=fmt_num, bytes=fmt_bytes, secs=fmt_secs, ms=fmt_ms, spread=fmt_spread,
+                       factor=fmt_factor, rate=fmt_rate, mb=fmt_mb, size=size_label)
     env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst,
                        loss_shift_rtol=compare_mod.LOSS_SHIFT_RTOL, perf_tol=compare_mod.PERF_CHANGE_TOL)
     return env
@@ -260,5 +326,6 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
         baseline=baseline, comparisons=comparisons,
         flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],
         benchmarks=listed, ratios=bench_ratios, counter_names=counter_names,
+        growth=_cost_growth(list(benchmarks)),
         detection=detection,
         plotted_count=sum(1 for v in plotted.values() if v == ""), options=options)

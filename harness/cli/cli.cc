@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "harness/cli/exit_codes.h"
+#include "kernels/cpu_isa.h"
 #include "spec/error.h"
 #include "spec/failpoint.h"
 
@@ -62,6 +63,9 @@ int RunCli(int argc, char** argv) {
     // is said, so a log never hides that faults were injected.
     const std::string failpoints = LoadFailpoints();
     if (!failpoints.empty()) std::cerr << "shardcheck: failpoints enabled: " << failpoints << "\n";
+    // So does a SHARDCHECK_CPU_ISA outside baseline|avx2|avx512, or one
+    // this CPU lacks (kernels/cpu_isa.h).
+    ActiveCpuIsa();
     return action ? action() : 2;
   } catch (...) {
     return ReportFailure(std::current_exception(), std::cerr);

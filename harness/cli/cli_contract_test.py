@@ -141,6 +141,11 @@ def main():
          ["train"] + SMALL + ["--timeout", "2", "--out", w("o16")], 3,
          ["rendezvous on rank 1 of 2", "127.0.0.1:9"], absent=w("o16"),
          env={"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"})
+    case("an unknown SHARDCHECK_CPU_ISA: bad input (2), named, before any work",
+         ["optimizers"], 2, ["SHARDCHECK_CPU_ISA=sse9", "baseline, avx2, avx512"],
+         env={"SHARDCHECK_CPU_ISA": "sse9"})
+    case("SHARDCHECK_CPU_ISA=baseline is taken",
+         ["optimizers"], 0, ["adamw"], env={"SHARDCHECK_CPU_ISA": "baseline"})
     case("run: an errored cell and no failed one exits 3",
          ["run", os.path.join(SRC, "scenarios/multi_gpu.yaml"), "--filter",
           "optimizer=adamw,dp=1,resume_dp=1,dtype=fp32,sharding_type=dp_reshardable", "--gpus", "1",

@@ -321,6 +321,74 @@ def bench_doc() -> Dict:
                            b("newton_schulz/5iter", 2.5, unit="ms")]}
 
 
+def growth_benchmark(name: str, times_ms: List[float], **counters) -> List[Dict]:
+    """One benchmark as shardcheck_bench writes it: an "iteration" run per
+    repetition (a counter given as a list has one value per repetition) and,
+    for more than one repetition, Google Benchmark's aggregates, whose values
+    (999) no figure may use."""
+    runs = []
+    for i, t in enumerate(times_ms):
+        per_rep = {k: (v[i] if isinstance(v, list) else v) for k, v in counters.items()}
+        runs.append(dict({"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(times_ms),
+                          "repetition_index": i, "threads": 1, "iterations": 1, "real_time": t,
+                          "cpu_time": t / 2, "time_unit": "ms"}, **per_rep))
+    if len(times_ms) > 1:
+        for agg in ("mean", "median", "stddev"):
+            runs.append(dict({"name": f"{name}_{agg}", "run_name": name, "run_type": "aggregate",
+                              "repetitions": len(times_ms), "threads": 1, "aggregate_name": agg,
+                              "iterations": len(times_ms), "real_time": 999.0, "cpu_time": 999.0,
+                              "time_unit": "ms"}, **{k: 999.0 for k in counters}))
+    return runs
+
+
+GROWTH_FAMILIES = ("dist_step", "dist_state", "checkpoint")
+
+
+def growth_bench_doc(families=GROWTH_FAMILIES) -> Dict:
+    """shardcheck_bench's DistributedOptimizer step, per-rank state and
+    checkpoint families at N = 1M and 16M, with round medians (see the
+    comments) so that the tests can state the figures they expect."""
+    m1, m16 = 1 << 20, 16 << 20
+    benchmarks: List[Dict] = []
+    if "dist_step" in families:
+        # medians: 1M 10, 6, 4 ms; 16M 100, 55, 25 ms at dp 1, 2, 4
+        times = {(m1, 1): [10.0, 11.0, 9.0], (m1, 2): [6.0, 6.0, 7.0], (m1, 4): [4.0, 4.0, 5.0],
+                 (m16, 1): [100.0, 110.0, 90.0], (m16, 2): [60.0, 50.0, 55.0], (m16, 4): [25.0, 30.0, 20.0]}
+        for (n, dp), t in times.items():
+            benchmarks += growth_benchmark(
+                f"dist_step/adamw/dp{dp}/{n}/iterations:1/manual_time", t,
+                rs_ms=[0.0, 0.0, 0.0] if dp == 1 else [t[0] * 0.1, t[1] * 0.1, t[2] * 0.1],
+                ag_ms=[0.0, 0.0, 0.0] if dp == 1 else [t[0] * 0.2, t[1] * 0.2, t[2] * 0.2],
+                allreduce_ms=0.5, update_ms=[x * 0.6 for x in t], slowest_rank_ms=[x * 1.1 for x in t],
+                state_bytes=12.0 * n / dp, dp=dp, elements=n)
+    if "dist_state" in families:
+        for setup, share, imbalance in (("adamw", 1.004, 1.002), ("muon_adam", 1.25, 1.5)):
+            for n in (m1, m16):
+                for dp in (1, 2, 4):
+                    hi = 12.0 * n / dp * (share if dp > 1 else 1.0)
+                    benchmarks += growth_benchmark(
+                        f"dist_state/{setup}/dp{dp}/{n}/iterations:1/repeats:1/manual_time", [3.0],
+                        state_bytes_max=hi, state_bytes_min=hi / (imbalance if dp > 1 else 1.0),
+                        state_bytes_mean=hi, dp1_share=share if dp > 1 else 1.0, dp=dp, elements=n)
+    if "checkpoint" in families:
+        # per 1.2 GB (times scale with N): plain write 1000 ms, read cold 600, read warm 200;
+        # save 2000, load warm 300, load cold 800, load reshard cold 1000 (reshard / same-DP 1.25)
+        ops = [("plain", "write", [1000.0, 900.0, 1100.0]), ("plain", "read_cold", [600.0, 600.0, 700.0]),
+               ("plain", "read_warm", [200.0, 150.0, 250.0])]
+        for kind in ("dp_reshardable", "fully_sharded_model_space"):
+            ops += [(kind, "save", [2000.0, 2100.0, 1900.0]), (kind, "load_warm", [300.0, 300.0, 300.0]),
+                    (kind, "load_cold", [800.0, 700.0, 900.0]), (kind, "load_reshard_cold", [1000.0, 1000.0, 1100.0])]
+        for n in (m1, m16):
+            scale = n / m1
+            for kind, op, t in ops:
+                benchmarks += growth_benchmark(
+                    f"checkpoint/{kind}/{op}/{n}/iterations:1/manual_time", [x * scale for x in t],
+                    bytes_per_step=1.2e9 * scale, bytes_per_second=1.2e9 / (t[0] * 1e-3), elements=n)
+    return {"context": {"date": "2026-12-03T19:00:00+00:00", "host_name": "ci-runner-3", "num_cpus": 2,
+                        "cpu_isa": "avx512"},
+            "benchmarks": benchmarks}
+
+
 def failpoint_entry(name: str, bug: str, verdict: str = "caught", checks=("bitwise-params",),
                     cell: str = "adam.dp_reshardable.dp1-resume@4.fp32.oracle-mixed-small", step=4,
                     tensor="params.fc1.weight", scenario="scenarios/ci/oracle_roundtrip.yaml",
@@ -425,11 +493,13 @@ def main():
     ap.add_argument("set", choices=sorted(SETS) + ["large"])
     ap.add_argument("out")
     ap.add_argument("--cells", type=int, default=400, help="cells of the large set (default 400)")
-    ap.add_argument("--bench", action="store_true", help="also write bench/micro.json")
+    ap.add_argument("--bench", action="store_true",
+                    help="also write bench/micro.json and bench/optimizer_step.json (growth_bench_doc)")
     ap.add_argument("--selftest", action="store_true", help="also write selftest.json (one failpoint escaped)")
     a = ap.parse_args()
     cells = large(a.cells) if a.set == "large" else SETS[a.set]()
-    write_results(a.out, cells, bench={"micro.json": bench_doc()} if a.bench else None,
+    bench = {"micro.json": bench_doc(), "optimizer_step.json": growth_bench_doc()} if a.bench else None
+    write_results(a.out, cells, bench=bench,
                   selftest=selftest_doc() if a.selftest else None)
     print(f"wrote {len(cells)} cells to {a.out}")
 
