@@ -32,8 +32,23 @@ struct Pending {
   std::string key;
   std::vector<int64_t> shape;  // global shape
   int64_t offset = 0;          // first element in the flattened global tensor
-  at::Tensor data;             // 1-D, contiguous
+  // The chunk's data: the concatenation of these (CPU, contiguous, one
+  // dtype), written from their own memory: views of the optimizer's
+  // storage, with zero tensors for the padding gaps of a shard.
+  std::vector<at::Tensor> parts;
+
+  int64_t Numel() const {
+    int64_t n = 0;
+    for (const at::Tensor& p : parts) n += p.numel();
+    return n;
+  }
 };
+
+// `t` readable on the host without a copy when it already lives there (the
+// save writes it before the optimizer changes again), else a host copy.
+at::Tensor OnHost(const at::Tensor& t) {
+  return t.device().is_cpu() ? t.contiguous() : HostCopy(t);
+}
 
 // The names under which saves and loads keep the states of child `child`:
 // its schema's keys, in order. Under the silent bugs named here, other
@@ -119,16 +134,40 @@ std::vector<std::string> GatherStrings(Communicator& comm, const std::string& s,
   return out;
 }
 
-// This rank's shard of bucket b (gaps and padding zero) for kind index ki
-// (0: main param, else state key ki-1).
+// The data of kind index ki (0: main param, else state key ki-1) of an
+// owned piece.
+at::Tensor PieceData(const OwnedPiece& p, size_t ki) {
+  return ki == 0 ? p.main : SavedState(p.state[ki - 1]);
+}
+
+// This rank's shard of bucket b (gaps and padding zero) for kind index ki.
 at::Tensor ShardOf(const std::vector<OwnedPiece>& owned, const Bucket& b, int dp, size_t ki) {
   at::Tensor buf = at::zeros({b.ShardSize(dp)}, at::kFloat);
-  for (const OwnedPiece& p : owned) {
-    if (p.bucket != b.index) continue;
-    buf.narrow(0, p.local.begin, p.local.size())
-        .copy_(ki == 0 ? p.main : SavedState(p.state[ki - 1]));
-  }
+  for (const OwnedPiece& p : owned)
+    if (p.bucket == b.index) buf.narrow(0, p.local.begin, p.local.size()).copy_(PieceData(p, ki));
   return buf;
+}
+
+// The first `n` elements of that shard as parts, without a copy: the owned
+// pieces in shard order (views of the optimizer's storage, on the host)
+// and zero tensors for the gaps between them.
+std::vector<at::Tensor> ShardParts(const std::vector<OwnedPiece>& owned, const Bucket& b, size_t ki,
+                                   int64_t n) {
+  std::vector<const OwnedPiece*> in_bucket;
+  for (const OwnedPiece& p : owned)
+    if (p.bucket == b.index) in_bucket.push_back(&p);
+  std::sort(in_bucket.begin(), in_bucket.end(), [](const OwnedPiece* x, const OwnedPiece* y) {
+    return x->local.begin < y->local.begin;
+  });
+  std::vector<at::Tensor> parts;
+  int64_t at = 0;
+  for (const OwnedPiece* p : in_bucket) {
+    if (p->local.begin > at) parts.push_back(at::zeros({p->local.begin - at}, at::kFloat));
+    parts.push_back(OnHost(PieceData(*p, ki)));
+    at = p->local.end;
+  }
+  if (at < n) parts.push_back(at::zeros({n - at}, at::kFloat));
+  return parts;
 }
 
 // The kinds a save writes: ShardedKinds, less the third state under the
@@ -149,8 +188,9 @@ void AddBucketSizes(std::vector<Pending>& out, const DistributedOptimizer& opt) 
   }
   const int64_t nb = static_cast<int64_t>(numel.size());
   const std::string prefix = BufferPrefix(0, opt.model_dtype(), at::kFloat);
-  out.push_back({prefix + ".per_bucket_numel", {nb}, 0, at::tensor(numel, at::kLong)});
-  out.push_back({prefix + ".per_bucket_numel_unpadded", {nb}, 0, at::tensor(unpadded, at::kLong)});
+  out.push_back({prefix + ".per_bucket_numel", {nb}, 0, {at::tensor(numel, at::kLong)}});
+  out.push_back(
+      {prefix + ".per_bucket_numel_unpadded", {nb}, 0, {at::tensor(unpadded, at::kLong)}});
 }
 
 // What this rank writes for `type`. Collective for the gathered types.
@@ -168,12 +208,12 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
   for (const OwnedPiece& p : owned) {
     if (p.bucket >= 0) continue;
     const ParamInfo& info = params[static_cast<size_t>(p.param)];
-    out.push_back({ModelSpaceKey("fp32_param", info.name), info.shape, 0, HostCopy(p.main)});
+    out.push_back({ModelSpaceKey("fp32_param", info.name), info.shape, 0, {OnHost(p.main)}});
     if (!layer_wise_state) continue;
     const std::vector<std::string> names = StateNames(opt, p.child);
     for (size_t k = 0; k < names.size(); ++k)
       out.push_back(
-          {ModelSpaceKey(names[k], info.name), info.shape, 0, HostCopy(SavedState(p.state[k]))});
+          {ModelSpaceKey(names[k], info.name), info.shape, 0, {OnHost(SavedState(p.state[k]))}});
   }
   switch (type) {
     case ShardingType::kDpReshardable:
@@ -185,7 +225,7 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
           out.push_back({DpReshardableKey(0, pdt, gdt, b.index, kinds[ki]),
                          {b.numel_unpadded},
                          begin,
-                         ShardOf(owned, b, dp, ki).narrow(0, 0, n)});
+                         ShardParts(owned, b, ki, n)});
       }
       if (rank == 0) AddBucketSizes(out, opt);
       break;
@@ -194,9 +234,10 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
         if (p.bucket < 0) continue;
         const ParamInfo& info = params[static_cast<size_t>(p.param)];
         for (size_t ki = 0; ki < kinds.size(); ++ki)
-          out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name), info.shape,
+          out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name),
+                         info.shape,
                          p.param_range.begin,
-                         HostCopy(ki == 0 ? p.main : SavedState(p.state[ki - 1]))});
+                         {OnHost(PieceData(p, ki))}});
       }
       break;
     case ShardingType::kFullyReshardable: {
@@ -211,8 +252,9 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
             const PlacedParam& p = layout.params()[static_cast<size_t>(pi)];
             const ParamInfo& info = params[static_cast<size_t>(p.param)];
             out.push_back({ModelSpaceKey(ki == 0 ? MainKind(type) : kinds[ki], info.name),
-                           info.shape, 0,
-                           bucket.narrow(0, p.world.begin - b.world.begin, p.numel)});
+                           info.shape,
+                           0,
+                           {bucket.narrow(0, p.world.begin - b.world.begin, p.numel)}});
           }
         }
       }
@@ -231,7 +273,7 @@ std::vector<Pending> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
         }
         if (rank == 0 && !parts.empty()) {
           at::Tensor all = at::cat(parts);
-          out.push_back({DpZeroKey(0, pdt, gdt, kinds[ki]), {all.numel()}, 0, all});
+          out.push_back({DpZeroKey(0, pdt, gdt, kinds[ki]), {all.numel()}, 0, {all}});
         }
       }
       if (rank == 0) AddBucketSizes(out, opt);
@@ -313,11 +355,17 @@ fs::path ClaimTemporary(Communicator& comm, const fs::path& target) {
 nlohmann::json WriteRankFile(const fs::path& tmp, int rank, const std::vector<Pending>& chunks) {
   const std::string file = RankFileName(rank);
   const std::string path = (tmp / file).string();
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  for (const Pending& c : chunks) tensors.push_back({c.key, c.data});
-  WriteSafetensors(path, tensors,
-                   {{"format", kCheckpointFormatName}, {"rank", std::to_string(rank)}},
-                   [rank] { Failpoint("save.rank_file_partial", rank); });
+  std::vector<SafetensorsParts> tensors;
+  for (const Pending& c : chunks) {
+    // One part keeps its own shape (a layer-wise matrix is written 2-D);
+    // parts make a 1-D run.
+    const std::vector<int64_t> shape =
+        c.parts.size() == 1 ? c.parts[0].sizes().vec() : std::vector<int64_t>{c.Numel()};
+    tensors.push_back({c.key, shape, c.parts});
+  }
+  WriteSafetensorsParts(path, tensors,
+                        {{"format", kCheckpointFormatName}, {"rank", std::to_string(rank)}},
+                        [rank] { Failpoint("save.rank_file_partial", rank); });
   Failpoint("save.after_rank_file", rank);
   const SafetensorsFile header = ReadSafetensorsHeader(path);
   const FileRecord f = RecordFile(path);
@@ -333,13 +381,13 @@ nlohmann::json WriteRankFile(const fs::path& tmp, int rank, const std::vector<Pe
     if (!e) throw Error("written file " + file + " lacks " + c.key);
     out["chunks"].push_back(
         {{"key", c.key},
-         {"dtype", SafetensorsDtype(c.data.scalar_type())},
+         {"dtype", SafetensorsDtype(c.parts[0].scalar_type())},
          {"shape", c.shape},
          {"offset", c.offset},
-         {"numel", c.data.numel()},
+         {"numel", c.Numel()},
          {"name", c.key},
          {"byte_range", {header.DataOffset() + e->begin, header.DataOffset() + e->end}},
-         {"xxh3", Xxh3Hex(c.data.data_ptr(), e->end - e->begin)}});
+         {"xxh3", Xxh3Hex(c.parts)}});
   }
   return out;
 }

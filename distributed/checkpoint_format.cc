@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
@@ -91,11 +92,25 @@ int64_t TensorRecord::Numel() const {
   return n;
 }
 
-std::string Xxh3Hex(const void* data, size_t size) {
+namespace {
+std::string Hex64(uint64_t v) {
   char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(data, size)));
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+}  // namespace
+
+std::string Xxh3Hex(const void* data, size_t size) { return Hex64(XXH3_64bits(data, size)); }
+
+std::string Xxh3Hex(const std::vector<at::Tensor>& parts) {
+  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
+                                                                        &XXH3_freeState);
+  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK)
+    throw Error("cannot start an XXH3 checksum", ErrorKind::kEnvironment);
+  for (const at::Tensor& p : parts)
+    XXH3_64bits_update(state.get(), p.data_ptr(),
+                       static_cast<size_t>(p.numel()) * p.element_size());
+  return Hex64(XXH3_64bits_digest(state.get()));
 }
 
 namespace {

@@ -174,5 +174,7 @@ class CheckpointReader {
 
 // XXH3-64 of `bytes` as 16 lowercase hex digits.
 std::string Xxh3Hex(const void* data, size_t size);
+// The same of the concatenation of `parts` (contiguous CPU tensors' bytes).
+std::string Xxh3Hex(const std::vector<at::Tensor>& parts);
 
 }  // namespace shardcheck

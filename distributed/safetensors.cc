@@ -37,24 +37,36 @@ c10::ScalarType ParseSafetensorsDtype(const std::string& name) {
   throw Error("unknown safetensors dtype '" + name + "'");
 }
 
-uint64_t WriteSafetensors(const std::string& path,
-                          const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                          const std::map<std::string, std::string>& metadata,
-                          const std::function<void()>& midway) {
+uint64_t WriteSafetensorsParts(const std::string& path,
+                               const std::vector<SafetensorsParts>& tensors,
+                               const std::map<std::string, std::string>& metadata,
+                               const std::function<void()>& midway) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<at::Tensor> data;
+  std::vector<ByteRun> data;
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    if (name == "__metadata__") throw Error(path + ": '__metadata__' is not a tensor name");
-    if (header.contains(name)) throw Error(path + ": duplicate tensor " + name);
-    at::Tensor c = t.contiguous();
-    const uint64_t bytes = static_cast<uint64_t>(c.numel()) * c.element_size();
-    header[name] = {{"dtype", SafetensorsDtype(c.scalar_type())},
-                    {"shape", c.sizes().vec()},
-                    {"data_offsets", {offset, offset + bytes}}};
+  for (const SafetensorsParts& t : tensors) {
+    if (t.name == "__metadata__") throw Error(path + ": '__metadata__' is not a tensor name");
+    if (header.contains(t.name)) throw Error(path + ": duplicate tensor " + t.name);
+    if (t.parts.empty()) throw Error(path + ": tensor " + t.name + " has no data");
+    const c10::ScalarType dtype = t.parts[0].scalar_type();
+    int64_t numel = 0, expected = 1;
+    for (const at::Tensor& part : t.parts) {
+      if (part.scalar_type() != dtype || !part.is_contiguous() || !part.device().is_cpu())
+        throw Error(path + ": tensor " + t.name + " has a part that is not contiguous CPU " +
+                    SafetensorsDtype(dtype));
+      numel += part.numel();
+      data.push_back({part.data_ptr(), static_cast<size_t>(part.numel()) * part.element_size()});
+    }
+    for (int64_t d : t.shape) expected *= d;
+    if (numel != expected)
+      throw Error(path + ": tensor " + t.name + " has " + std::to_string(numel) +
+                  " elements in its parts, " + std::to_string(expected) + " in its shape");
+    const uint64_t bytes = static_cast<uint64_t>(numel) * t.parts[0].element_size();
+    header[t.name] = {{"dtype", SafetensorsDtype(dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    data.push_back(c);
   }
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');
@@ -63,11 +75,18 @@ uint64_t WriteSafetensors(const std::string& path,
   for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
   head += json;
   // The tensors' bytes go to the file from their own memory.
-  std::vector<ByteRun> runs = {{head.data(), head.size()}};
-  for (const auto& c : data)
-    runs.push_back({c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size()});
-  WriteFileAtomic(path, runs, midway);
+  data.insert(data.begin(), ByteRun{head.data(), head.size()});
+  WriteFileAtomic(path, data, midway);
   return n;
+}
+
+uint64_t WriteSafetensors(const std::string& path,
+                          const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                          const std::map<std::string, std::string>& metadata,
+                          const std::function<void()>& midway) {
+  std::vector<SafetensorsParts> parts;
+  for (const auto& [name, t] : tensors) parts.push_back({name, t.sizes().vec(), {t.contiguous()}});
+  return WriteSafetensorsParts(path, parts, metadata, midway);
 }
 
 namespace {

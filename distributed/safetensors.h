@@ -26,6 +26,15 @@ struct SafetensorsEntry {
   uint64_t end = 0;
 };
 
+// A tensor to write as the concatenation of `parts` (CPU, contiguous, one
+// dtype; any shapes), under the header shape `shape`, whose element count
+// is the parts' total. Each part is written from its own memory.
+struct SafetensorsParts {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<at::Tensor> parts;
+};
+
 // Writes `tensors` (CPU; any layout, written contiguous) in the order given,
 // with `metadata` as "__metadata__", atomically: to a temporary file in the
 // same folder, fsync, rename. Throws Error naming the path; on failure the
@@ -35,6 +44,15 @@ uint64_t WriteSafetensors(const std::string& path,
                           const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                           const std::map<std::string, std::string>& metadata = {},
                           const std::function<void()>& midway = {});
+
+// The same for tensors given in parts (a checkpoint's shard with its
+// padding gaps, written without assembling it first). Throws Error naming
+// the path and tensor when a part's dtype differs from the first's or the
+// element count does not match the shape.
+uint64_t WriteSafetensorsParts(const std::string& path,
+                               const std::vector<SafetensorsParts>& tensors,
+                               const std::map<std::string, std::string>& metadata = {},
+                               const std::function<void()>& midway = {});
 
 // A parsed file: header entries (in data order) and metadata.
 struct SafetensorsFile {

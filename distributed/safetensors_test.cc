@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "distributed/checkpoint_format.h"
 #include "distributed/file_util.h"
 #include "spec/error.h"
 
@@ -100,6 +101,48 @@ TEST_F(Safetensors, AtomicWriteLeavesNoTemporaryBehind) {
     ++files;
   }
   EXPECT_EQ(files, 1);
+}
+
+// A tensor written in parts gives the same file, byte for byte, as the
+// assembled tensor, and the midway hook still runs once.
+TEST_F(Safetensors, PartsWriteTheSameBytesAsTheAssembledTensor) {
+  const at::Tensor whole = at::arange(100, at::kFloat);
+  const std::string a = Path("whole.safetensors"), b = Path("parts.safetensors");
+  WriteSafetensors(a, {{"x", whole}, {"n", at::tensor({3}, at::kLong)}}, {{"format", "t"}});
+  int midway_calls = 0;
+  WriteSafetensorsParts(
+      b,
+      {{"x",
+        {100},
+        {whole.narrow(0, 0, 7), at::arange(7, 64, at::kFloat), whole.narrow(0, 64, 36)}},
+       {"n", {1}, {at::tensor({3}, at::kLong)}}},
+      {{"format", "t"}}, [&] { ++midway_calls; });
+  EXPECT_EQ(ReadFile(a), ReadFile(b));
+  EXPECT_EQ(midway_calls, 1);
+}
+
+// The checksum a save records for a chunk written in parts.
+TEST_F(Safetensors, Xxh3OfPartsIsXxh3OfTheirConcatenation) {
+  const at::Tensor whole = at::arange(1000, at::kFloat);
+  const std::vector<at::Tensor> parts = {whole.narrow(0, 0, 1), whole.narrow(0, 1, 500),
+                                         whole.narrow(0, 501, 499)};
+  EXPECT_EQ(Xxh3Hex(parts), Xxh3Hex(whole.data_ptr(), 4000));
+  EXPECT_NE(Xxh3Hex({whole.narrow(0, 0, 999)}), Xxh3Hex(whole.data_ptr(), 4000));
+}
+
+TEST_F(Safetensors, PartsOfMixedDtypesOrAWrongCountAreRefused) {
+  const std::string p = Path("bad.safetensors");
+  EXPECT_THROW(WriteSafetensorsParts(p, {{"x", {4}, {at::zeros({2}), at::zeros({2}, at::kLong)}}}),
+               Error);
+  try {
+    WriteSafetensorsParts(p, {{"x", {5}, {at::zeros({2}), at::zeros({2})}}});
+    FAIL() << "a shape of 5 over 4 elements was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor x has 4 elements in its parts, 5 in its shape"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(p));
 }
 
 }  // namespace
