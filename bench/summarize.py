@@ -191,18 +191,6 @@ def size_label(n: Optional[int]) -> str:
     return str(n)
 
 
-def ms(v: Optional[float]) -> str:
-    if v is None:
-        return "—"
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    if v >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3f}"
-
-
 def rate(v: Optional[float]) -> str:
     """A GB/s or GFLOP/s figure with three significant digits (at least)."""
     if v is None:
@@ -212,6 +200,11 @@ def rate(v: Optional[float]) -> str:
     if v >= 10:
         return f"{v:.1f}"
     return f"{v:.2f}"
+
+
+def ms(v: Optional[float]) -> str:
+    """Milliseconds as `rate` writes them, with three decimals below 1 ms."""
+    return f"{v:.3f}" if v is not None and v < 1 else rate(v)
 
 
 def mb(nbytes: Optional[float]) -> str:
