@@ -20,15 +20,17 @@ ALLOWED = {
     "testing": ["spec", "kernels", "optimizers", "reference"],
     "harness/models": ["spec", "testing"],
     "harness/cell": ["spec", "kernels", "optimizers", "reference", "distributed", "testing", "harness/models"],
-    "harness/matrix": ["spec", "distributed", "testing", "harness/models", "harness/cell"],
+    "harness/matrix": ["spec", "distributed", "testing", "harness/models", "harness/cell",
+                       "harness/launch", "harness/systems"],
     "harness/launch": ["spec", "distributed", "testing"],
+    "harness/systems": ["spec", "distributed", "testing", "harness/launch"],
     "harness/detection": ["spec", "distributed", "testing", "harness/models", "harness/cell",
-                          "harness/matrix"],
-    "fuzz": ["spec", "distributed", "testing", "harness/matrix"],
+                          "harness/matrix", "harness/systems"],
+    "fuzz": ["spec", "distributed", "testing", "harness/matrix", "harness/systems"],
     "bench": ["spec", "kernels", "optimizers", "reference", "distributed", "testing",
               "harness/models", "harness/cell"],
     "harness/cli": ["spec", "kernels", "reference", "distributed", "testing", "harness/models", "harness/cell",
-                    "harness/matrix", "harness/launch", "harness/detection"],
+                    "harness/matrix", "harness/launch", "harness/detection", "harness/systems"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

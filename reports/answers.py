@@ -1,16 +1,18 @@
 """The three questions a reviewer asks of a shardcheck run, answered once for
 the top of the HTML report and the top lines of the Markdown summary.
 
-1. Did anything fail, and where first? The first failing or errored cell in
-   the report's order (run order), where it first broke
-   (summary.first_failure: step, tensor, check), and how many other cells
-   failed or errored.
+1. Did anything fail, and where first? The first cell that fails the run
+   (load.FAILED: fail, error or xpass) in the report's order (run order),
+   where it first broke (summary.first_failure: step, tensor, check), and
+   how many other cells failed, errored or passed unexpectedly. An expected
+   failure (xfail) is not a failure here.
 2. What changed against the baseline? compare.baseline_changes: new
    failures, fixed cells, shifted loss curves, performance changes. None
    without a baseline.
-3. What was not covered? Skipped cells with their reasons, the checks that
-   said "n/a" (by name, with the number of cells), and the tensor groups
-   that no check covers (summary.group_coverage).
+3. What was not covered? Skipped cells with their reasons, expected
+   failures (xfail: a known bug keeps them from judging the code) with
+   theirs, the checks that said "n/a" (by name, with the number of cells),
+   and the tensor groups that no check covers (summary.group_coverage).
 """
 import dataclasses
 from typing import Dict, List, Optional, Tuple
@@ -19,17 +21,21 @@ import summary
 from compare import BaselineChanges
 from load import FAILED, Cell, Results
 
+# The verdicts of cells whose checks may have run (an error or skipped cell's did not).
+RAN = ("pass", "fail", "xfail", "xpass")
+
 
 @dataclasses.dataclass
 class FirstFailure:
     cell: Cell
     where: dict             # summary.first_failure: check, step, tensor, detail (each may be None)
-    others: int             # other failing or errored cells
+    others: int             # other cells that fail the run (failing, errored, xpass)
 
 
 @dataclasses.dataclass
 class NotCovered:
     skipped: List[Tuple[Cell, str]]         # skipped cells and their reasons, in run order
+    expected: List[Tuple[Cell, summary.Expectation]]  # xfail cells and why, in run order
     na_checks: Dict[str, int]               # check name -> cells where it said "n/a"
     na_cells: int                           # cells with at least one "n/a" check
     unchecked: Dict[str, int]               # group -> cells where no check covers it
@@ -42,35 +48,52 @@ class NotCovered:
 
     @property
     def nothing(self) -> bool:
-        """Every cell ran, no check said "n/a" and every group was checked."""
-        return not (self.skipped or self.na_checks or self.unchecked)
+        """Every cell ran, none failed as expected, no check said "n/a" and every group was checked."""
+        return not (self.skipped or self.expected or self.na_checks or self.unchecked)
+
+    def expected_reasons(self) -> Dict[str, int]:
+        """Reason -> the xfail cells that give it, most first."""
+        counts: Dict[str, int] = {}
+        for _, exp in self.expected:
+            counts[exp.reason] = counts.get(exp.reason, 0) + 1
+        return most_first(counts)
 
 
 @dataclasses.dataclass
 class Answers:
     cells: int
     passed: int
-    first_failure: Optional[FirstFailure]   # None when no cell failed or errored
+    skipped: int
+    xfailed: int                            # expected failures: they do not fail the run
+    first_failure: Optional[FirstFailure]   # None when no cell fails the run
     baseline: Optional[BaselineChanges]     # None without a baseline
     not_covered: NotCovered
 
 
 def first_failure(results: Results) -> Optional[FirstFailure]:
-    """The first failing or errored cell in run order, or None."""
+    """The first cell that fails the run (fail, error, xpass) in run order, or None."""
     bad = [c for c in results.cells if c.verdict in FAILED]
     if not bad:
         return None
     return FirstFailure(bad[0], summary.first_failure(bad[0]) or {}, len(bad) - 1)
 
 
+def ran(cell: Cell) -> bool:
+    """Whether the cell's checks ran: it passed or failed, as declared or
+    not (an xfail that errored did not run, like an error cell)."""
+    exp = summary.expectation(cell)
+    return cell.verdict in RAN and not (cell.verdict == "xfail" and exp is not None and exp.got == "error")
+
+
 def not_covered(results: Results) -> NotCovered:
     """What the run left unjudged (see the module docstring)."""
     skipped = [(c, summary.skip_reason(c)) for c in results.cells if c.verdict == "skipped"]
+    expected = [(c, summary.expectation(c)) for c in results.cells if c.verdict == "xfail"]
     na_checks: Dict[str, int] = {}
     na_cells = 0
     unchecked: Dict[str, int] = {}
     unchecked_cells = []
-    for cell in (c for c in results.cells if c.verdict in ("pass", "fail")):   # the cells that ran
+    for cell in (c for c in results.cells if ran(c)):
         names = sorted({c["name"] for c in (cell.result or {}).get("checks", []) if c["verdict"] == "n/a"})
         na_cells += bool(names)
         for name in names:
@@ -80,7 +103,7 @@ def not_covered(results: Results) -> NotCovered:
             unchecked[group] = unchecked.get(group, 0) + 1
         if groups:
             unchecked_cells.append((cell, summary.unchecked_reason(cell.result, groups[0])))
-    return NotCovered(skipped, most_first(na_checks), na_cells, most_first(unchecked), unchecked_cells)
+    return NotCovered(skipped, expected, most_first(na_checks), na_cells, most_first(unchecked), unchecked_cells)
 
 
 def most_first(counts: Dict[str, int]) -> Dict[str, int]:
@@ -90,5 +113,7 @@ def most_first(counts: Dict[str, int]) -> Dict[str, int]:
 
 def answer(results: Results, baseline: Optional[BaselineChanges] = None) -> Answers:
     """The three answers for `results` (baseline: compare.baseline_changes, or None)."""
-    passed = sum(1 for c in results.cells if c.verdict == "pass")
-    return Answers(len(results.cells), passed, first_failure(results), baseline, not_covered(results))
+    def n(verdict):
+        return sum(1 for c in results.cells if c.verdict == verdict)
+    return Answers(len(results.cells), n("pass"), n("skipped"), n("xfail"), first_failure(results), baseline,
+                   not_covered(results))

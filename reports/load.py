@@ -8,7 +8,16 @@ one-line message and exit code 2.
 
 Nothing here knows an optimizer's state keys: the per-tensor groups come
 from each cell's own "groups" list, and every diff group is checked against
-that list in both directions.
+that list in both directions. An external system's cell (config.system is
+not "shardcheck") also compares its distributed runs with its own
+single-device run, "diff_single_device", whose groups are params,
+main_params when the system keeps them, and exactly the cell's
+"system_state_keys" (the system may keep state no schema lists).
+
+Verdicts: besides pass/fail/error/skipped, "xfail" (declared expected to
+fail, and it failed or errored: the run still passes) and "xpass" (declared
+so, but every check passed: the run fails). Such a cell must say what it
+expected and got ("expected").
 """
 import dataclasses
 import json
@@ -18,9 +27,17 @@ from typing import Any, Dict, List, Optional
 
 RESULTS_FORMAT = "shardcheck-results/1"
 CELL_FORMAT = "shardcheck-cell-result/1"
-VERDICTS = ("pass", "fail", "error", "skipped")
-# The cell verdicts that fail a run (a skipped cell does not).
-FAILED = ("fail", "error")
+VERDICTS = ("pass", "fail", "error", "skipped", "xfail", "xpass")
+# The cell verdicts that fail a run. A skipped cell does not, nor does an "xfail" (a cell
+# declared expected to fail, for a known upstream bug, that failed or errored); an "xpass"
+# (declared so, but every check passed) does, as pytest's strict mode: a fixed bug must show.
+FAILED = ("fail", "error", "xpass")
+# What an expected-failure cell got before its expectation applied ("expected.got").
+EXPECTED_GOT = {"xfail": ("fail", "error"), "xpass": ("pass",)}
+# The system under test of cells that name none (results written before systems existed).
+DEFAULT_SYSTEM = "shardcheck"
+# The kind of the one check of a cell whose system under test raised (no runs follow).
+SYSTEM_RAISED = "system-raised"
 # A check that could not apply (e.g. a loss check on an oracle model) may say "n/a".
 CHECK_VERDICTS = ("pass", "fail", "n/a")
 # Per-step series of diff.<group>: max_rel is |a - b| / max(|b|, rel_floor) where result.json
@@ -30,6 +47,8 @@ DIFF_SERIES = ("max_abs", "max_rel", "max_ulp", "mismatches", "sign_changes")
 # Optional per-step series of a run, aligned with its "steps" (null where they do not apply,
 # e.g. lr at an after-load step). "lr" is the main child optimizer's scheduled learning rate.
 STEP_SERIES = ("loss", "grad_norm", "lr")
+# counts.<name> that older results lack (read as 0).
+OPTIONAL_COUNTS = ("skipped", "xfailed", "xpassed")
 
 
 class InputError(Exception):
@@ -55,6 +74,18 @@ class Cell:
     @property
     def verdict(self) -> str:
         return self.entry["verdict"]
+
+    @property
+    def system(self) -> str:
+        """The system under test: results.json's "system", else result.json's
+        config.system, else DEFAULT_SYSTEM (older results name none)."""
+        config = (self.result or {}).get("config") or {}
+        return self.entry.get("system") or config.get("system") or DEFAULT_SYSTEM
+
+    @property
+    def external(self) -> bool:
+        """Whether an external system (not shardcheck itself) was under test."""
+        return self.system != DEFAULT_SYSTEM
 
     def get(self, key: str, default=None):
         return self.entry.get(key, default)
@@ -197,9 +228,11 @@ def load_results(results_dir: str) -> Results:
             ck.fail(f"optimizer_order[{i}]", f"expected a string (an optimizer setup name), got {_kind(name)}")
     agg["optimizer_order"] = order
     counts = ck.field(agg, "counts", "", "obj", required=False)
-    for name in ("cells", "passed", "failed", "errored"):
-        if counts is not None:
+    if counts is not None:
+        for name in ("cells", "passed", "failed", "errored"):
             ck.field(counts, name, "counts", "int")
+        for name in OPTIONAL_COUNTS:         # older results lack them: 0
+            counts[name] = ck.field(counts, name, "counts", "int", required=False) or 0
 
     cells: List[Cell] = []
     seen = set()
@@ -218,13 +251,13 @@ def load_results(results_dir: str) -> Results:
         ck.field(entry, "dp", where, "int")
         for name in ("resume_dp", "save_at", "steps"):
             ck.field(entry, name, where, "int", required=False)
-        for name in ("scenario", "dtype", "model"):
+        for name in ("scenario", "dtype", "model", "system"):
             ck.field(entry, name, where, "str", required=False)
         ck.field(entry, "wall_s", where, "num", required=False)
         verdict = _verdict(ck, entry, where)
         entry["first_failure"] = _first_failure(ck, entry, where)
         result_path = os.path.join(results_dir, cdir, "result.json")
-        if verdict in ("error", "skipped") and not os.path.exists(result_path):
+        if verdict in ("error", "skipped", "xfail") and not os.path.exists(result_path):
             result = None
         else:
             result = load_cell(result_path, cid)
@@ -246,38 +279,43 @@ def load_cell(path: str, expected_id: str) -> Dict[str, Any]:
     if cid != expected_id:
         ck.fail("id", f"is {cid!r} but results.json lists this folder as {expected_id!r}")
     verdict = _verdict(ck, cell, "")
-    is_error = verdict in ("error", "skipped")  # neither ran: no runs, checks or series
+    expected = _expected(ck, cell, verdict)
+    # Neither an error nor a skipped cell ran: no runs, checks or series.
+    is_error = verdict in ("error", "skipped") or (expected or {}).get("got") == "error"
     ck.field(cell, "error", "", "str", required=False)
     ck.field(cell, "wall_s", "", "num", required=False)
     ck.field(cell, "rel_floor", "", "num", required=False)
     cell["scenario"] = ck.field(cell, "scenario", "", "obj", required=False) or {}
     cell["environment"] = ck.field(cell, "environment", "", "obj", required=False) or {}
+    _system_environment(ck, cell["environment"])
     cell["first_failure"] = _first_failure(ck, cell, "")
 
     config = ck.field(cell, "config", "", "obj", required=not is_error) or {}
+    _config(ck, config)
     cell["config"] = config
-    schema = ck.field(cell, "schema", "", "obj", required=not is_error) or {}
-    for kind, keys in schema.items():
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            ck.fail(f"schema.{kind}", f"expected a list of state keys, got {_kind(keys)}")
-    cell["schema"] = schema
-    groups = ck.field(cell, "groups", "", "list", required=not is_error) or []
-    for i, g in enumerate(groups):
-        if not isinstance(g, str):
-            ck.fail(f"groups[{i}]", f"expected a string, got {_kind(g)}")
-    if len(set(groups)) != len(groups):
-        ck.fail("groups", "lists a group twice")
-    cell["groups"] = groups
-
-    runs = ck.field(cell, "runs", "", "obj", required=not is_error) or {}
-    for name, run in runs.items():
-        _check_run(ck, run, f"runs.{name}", groups)
-    cell["runs"] = runs
 
     checks = ck.field(cell, "checks", "", "list", required=not is_error) or []
     for i, check in enumerate(checks):
         _check_check(ck, check, f"checks[{i}]")
     cell["checks"] = checks
+    # A system under test that raised leaves one failed check and no runs, like an error.
+    ran = not is_error and not system_raised(cell)
+
+    schema = ck.field(cell, "schema", "", "obj", required=ran) or {}
+    for kind, keys in schema.items():
+        _names(ck, keys, f"schema.{kind}", "a list of state keys")
+    cell["schema"] = schema
+    groups = _names(ck, ck.field(cell, "groups", "", "list", required=ran) or [], "groups", "a list of groups")
+    cell["groups"] = groups
+    system_keys = ck.field(cell, "system_state_keys", "", "list", required=False)
+    if system_keys is not None:
+        _names(ck, system_keys, "system_state_keys", "a list of state keys")
+
+    runs = ck.field(cell, "runs", "", "obj", required=ran) or {}
+    for name, run in runs.items():
+        _check_run(ck, run, f"runs.{name}", groups, system_keys)
+    cell["runs"] = runs
+    cell["adapter"] = _adapter(ck, cell)
 
     memory = ck.field(cell, "memory", "", "list", required=False) or []
     for i, rank in enumerate(memory):
@@ -298,7 +336,102 @@ def load_cell(path: str, expected_id: str) -> Dict[str, Any]:
     return cell
 
 
-def _check_run(ck: Checker, run, where: str, groups: List[str]):
+def system_raised(result: Optional[dict]) -> bool:
+    """Whether the system under test raised: a failed check of kind "system-raised"."""
+    return any(c.get("kind") == SYSTEM_RAISED and c.get("verdict") == "fail"
+               for c in (result or {}).get("checks") or [])
+
+
+def _names(ck: Checker, value, key: str, what: str) -> List[str]:
+    """A list of distinct strings (schema keys, groups)."""
+    if not isinstance(value, list):
+        ck.fail(key, f"expected {what}, got {_kind(value)}")
+    _strings(ck, value, key)
+    if len(set(value)) != len(value):
+        ck.fail(key, "lists a name twice")
+    return value
+
+
+def _expected(ck: Checker, cell: dict, verdict: str) -> Optional[dict]:
+    """result.json's "expected" ({verdict, reason, failing_check, got}):
+    required of an xfail or xpass cell, whose "got" must agree with its
+    verdict. A fail or error cell may have it too: expected to fail, it
+    failed another check first, or errored."""
+    exp = ck.field(cell, "expected", "", "obj", required=verdict in EXPECTED_GOT)
+    if exp is None:
+        return None
+    ck.field(exp, "verdict", "expected", "str")
+    ck.field(exp, "reason", "expected", "str")
+    ck.field(exp, "failing_check", "expected", "str", required=False)
+    got = ck.field(exp, "got", "expected", "str")
+    allowed = EXPECTED_GOT.get(verdict, ("pass", "fail", "error"))
+    if got not in allowed:
+        ck.fail("expected.got", f"expected {'/'.join(allowed)} for a cell whose verdict is {verdict!r}, got {got!r}")
+    return exp
+
+
+def _config(ck: Checker, config: dict):
+    """The parts of "config" the report reads beyond showing them: the
+    system under test and the expected-failure declaration."""
+    ck.field(config, "system", "config", "str", required=False)
+    expect = ck.field(config, "expect", "config", "obj", required=False)
+    if expect is not None:
+        ck.field(expect, "verdict", "config.expect", "str")
+        ck.field(expect, "reason", "config.expect", "str")
+
+
+def _system_environment(ck: Checker, env: dict):
+    """environment.system of an external system's cell: its name and the
+    versions its adapter reported (name -> version string)."""
+    system = ck.field(env, "system", "environment", "obj", required=False)
+    if system is None:
+        return
+    ck.field(system, "name", "environment.system", "str")
+    versions = ck.field(system, "versions", "environment.system", "obj", required=False) or {}
+    for name in versions:
+        ck.field(versions, name, "environment.system.versions", "str")
+    system["versions"] = versions
+
+
+def _adapter(ck: Checker, cell: dict) -> List[dict]:
+    """"adapter": how each run of an external system's adapter went."""
+    runs = ck.field(cell, "adapter", "", "list", required=False) or []
+    for i, a in enumerate(runs):
+        where = f"adapter[{i}]"
+        ck.obj(a, where)
+        ck.field(a, "run", where, "str")
+        ck.field(a, "exit_code", where, "int", required=False)
+        ck.field(a, "log", where, "str", required=False)
+        a["notes"] = _strings(ck, ck.field(a, "notes", where, "list", required=False) or [], f"{where}.notes")
+        error = ck.field(a, "error", where, "obj", required=False)
+        if error is not None:
+            key = f"{where}.error"
+            for name in ("type", "message", "phase", "where"):
+                ck.field(error, name, key, "str", required=False)
+            for name in ("step", "rank"):
+                ck.field(error, name, key, "int", required=False)
+            tb = error.get("traceback")
+            if tb is not None and not isinstance(tb, str):
+                error["traceback"] = "".join(_strings(ck, tb, f"{key}.traceback"))
+    return runs
+
+
+def _strings(ck: Checker, value, key: str) -> List[str]:
+    """A list of strings (repeats allowed)."""
+    if not isinstance(value, list):
+        ck.fail(key, f"expected a list, got {_kind(value)}")
+    for i, v in enumerate(value):
+        if not isinstance(v, str):
+            ck.fail(f"{key}[{i}]", f"expected a string, got {_kind(v)}")
+    return value
+
+
+def _check_run(ck: Checker, run, where: str, groups: List[str], system_keys: Optional[List[str]]):
+    """One run: its per-step series, its "diff" (exactly the cell's groups)
+    and, for an external system's distributed run, "diff_single_device"
+    (params, main_params when the system keeps them, and exactly the cell's
+    system_state_keys: the system's own state may hold keys that no schema
+    lists, and none at all)."""
     ck.obj(run, where)
     ck.field(run, "dp", where, "int", required=False)
     ck.field(run, "save_at", where, "int", required=False)
@@ -313,20 +446,33 @@ def _check_run(ck: Checker, run, where: str, groups: List[str]):
     if run.get("after_load") is not None:
         ck.series(run["after_load"], f"{where}.after_load", n, kind="bool")
     diff = ck.field(run, "diff", where, "obj", required=False, nullable=True)
-    if diff is None:
-        return
+    if diff is not None:
+        _check_diff(ck, diff, f"{where}.diff", n, groups, groups, "the cell's groups", "'groups'")
+    single = ck.field(run, "diff_single_device", where, "obj", required=False, nullable=True)
+    if single is not None:
+        if system_keys is None:
+            ck.fail(f"{where}.diff_single_device", "needs the cell's 'system_state_keys', which it lacks")
+        required = list(dict.fromkeys(["params"] + system_keys))
+        _check_diff(ck, single, f"{where}.diff_single_device", n, required, required + ["main_params"],
+                    "params, main_params or the cell's system_state_keys", "'system_state_keys'")
+
+
+def _check_diff(ck: Checker, diff: dict, where: str, n: int, required: List[str], allowed: List[str],
+                what: str, listed: str):
+    """A diff object: an entry per group of `required`, none outside
+    `allowed`, each per-step series n long."""
     for group, series in diff.items():
-        key = f"{where}.diff.{group}"
-        if group not in groups:
-            ck.fail(key, f"is not one of the cell's groups {groups}")
+        key = f"{where}.{group}"
+        if group not in allowed:
+            ck.fail(key, f"is not one of {what} {allowed}")
         ck.obj(series, key)
         ck.series(ck.field(series, "max_abs", key, "list"), f"{key}.max_abs", n)
         for name in DIFF_SERIES[1:]:
             if series.get(name) is not None:
                 ck.series(series[name], f"{key}.{name}", n)
-    for group in groups:
+    for group in required:
         if group not in diff:
-            ck.fail(f"{where}.diff", f"has no group {group!r} (listed in 'groups')")
+            ck.fail(where, f"has no group {group!r} (listed in {listed})")
 
 
 def _check_check(ck: Checker, check, where: str):
@@ -372,20 +518,28 @@ def _consistency_warnings(agg: dict, cells: List[Cell]) -> List[str]:
         if said != seen:
             out.append("results.json counts (cells/passed/failed/errored) say %d/%d/%d/%d but the cells "
                        "list has %d/%d/%d/%d" % (said + seen))
-    overall = "pass" if all(c.verdict in ("pass", "skipped") for c in cells) else "fail"
+        said = (counts["xfailed"], counts["xpassed"])
+        seen = (tally["xfail"], tally["xpass"])
+        if said != seen:
+            out.append("results.json counts (xfailed/xpassed) say %d/%d but the cells list has %d/%d"
+                       % (said + seen))
+    overall = "fail" if any(c.verdict in FAILED for c in cells) else "pass"
     if agg["verdict"] != overall:
         out.append(f"results.json verdict is {agg['verdict']!r} but its cells make it {overall!r}")
     for c in cells:
         if c.result is not None and c.result["verdict"] != c.verdict:
             out.append(f"cell {c.id}: results.json says {c.verdict!r}, its result.json says "
                        f"{c.result['verdict']!r}")
+        system = (c.result or {}).get("config", {}).get("system")
+        if c.get("system") and system and system != c.get("system"):
+            out.append(f"cell {c.id}: results.json says system {c.get('system')!r}, its result.json "
+                       f"says {system!r}")
     return out
 
 
 def counts_of(results: Results) -> Dict[str, int]:
-    """cells/passed/failed/errored counted from the cells themselves."""
-    return {"cells": len(results.cells),
-            "passed": sum(1 for c in results.cells if c.verdict == "pass"),
-            "failed": sum(1 for c in results.cells if c.verdict == "fail"),
-            "errored": sum(1 for c in results.cells if c.verdict == "error"),
-            "skipped": sum(1 for c in results.cells if c.verdict == "skipped")}
+    """cells/passed/failed/errored/skipped/xfailed/xpassed counted from the cells themselves."""
+    def n(verdict):
+        return sum(1 for c in results.cells if c.verdict == verdict)
+    return {"cells": len(results.cells), "passed": n("pass"), "failed": n("fail"), "errored": n("error"),
+            "skipped": n("skipped"), "xfailed": n("xfail"), "xpassed": n("xpass")}

@@ -28,8 +28,12 @@ import render_markdown  # noqa: E402
 EPILOG = """\
 The HTML opens from disk: inline CSS and SVG, no script, no network. It shows
 the verdict and environment; the first failure, the changes against the
-baseline and what was not covered; a matrix (optimizer x sharding type by
-DP size / resume plan) linking to one section per cell: loss curves (with
+baseline and what was not covered; the expected failures (xfail: failed as
+declared, does not fail the run; xpass: passed though expected to fail,
+fails the run) with their reasons; a matrix ([system x] optimizer x
+sharding type by DP size / resume plan) linking to one section per cell:
+an external system's versions, adapter runs and comparisons with its own
+single-device run, loss curves (with
 the lr schedule on a second axis when it is not constant), grad norms,
 log-scale |diff| per tensor group against the tolerance bands, per-group
 max abs/rel/ULP (red only where a check failed), the checks, the first

@@ -39,7 +39,9 @@ from summary import (LR_REL_TOL, diff_runs, group_coverage, group_verdict, lr_sc
 MAX_POINTS = 2000
 RUN_STYLES = {"reference": dict(color="#222222", linestyle="-", linewidth=2.6, alpha=0.55),
               "uninterrupted": dict(color="#1565c0", linestyle="--", linewidth=1.6),
-              "resumed": dict(color="#ef6c00", linestyle=":", linewidth=2.0)}
+              "resumed": dict(color="#ef6c00", linestyle=":", linewidth=2.0),
+              # an external system's own run on one device (docs/results-schema.md)
+              "single_device": dict(color="#6d4c41", linestyle="-.", linewidth=1.6)}
 OTHER_RUN_STYLE = dict(linestyle="-.", linewidth=1.4)
 # The lr is context, not the subject: thin, grey and dashed, under the loss curves.
 # A tolerance bound is a threshold, not a failure: dark grey, never red.
@@ -235,23 +237,27 @@ def grad_norm_svg(result: dict, uid: str) -> Optional[str]:
     return None if fig is None else to_svg(fig, uid)
 
 
-def diff_svg(result: dict, uid: str, fail_step: Optional[int] = None) -> Tuple[Optional[str], List[str]]:
+def diff_svg(result: dict, uid: str, fail_step: Optional[int] = None,
+             against: Optional[str] = None) -> Tuple[Optional[str], List[str]]:
     """The log-scale |diff| figure as SVG text (None if every series is zero),
     and the "run/group" series that are exactly zero at every step."""
-    fig, zero = diff_figure(result, fail_step)
+    fig, zero = diff_figure(result, fail_step, against)
     return (None if fig is None else to_svg(fig, uid)), zero
 
 
-def diff_figure(result: dict, fail_step: Optional[int] = None) -> Tuple[Optional[Figure], List[str]]:
+def diff_figure(result: dict, fail_step: Optional[int] = None,
+                against: Optional[str] = None) -> Tuple[Optional[Figure], List[str]]:
     """The log-scale |diff| figure (None if every series is zero), and the
     "run/group" series that are exactly zero at every step. Each drawn
     series is labelled "run/group"; each group is styled by its checks'
-    verdict (GROUP_STYLES)."""
+    verdict (GROUP_STYLES). `against` names what the diffs compare with in
+    the panel titles when it is not the reference (e.g. "single device")."""
     runs = diff_runs(result)
     groups = result["groups"]
     verdicts = {g: group_verdict(checks) for g, checks in group_coverage(result).items()}
     rel = rel_label(result)
-    panels = [("max_abs", "max |Δ|", "atol"), ("max_rel", f"max relative |Δ| {rel}".strip(), "rtol")]
+    vs = f" vs {against}" if against else ""
+    panels = [("max_abs", f"max |Δ|{vs}", "atol"), ("max_rel", f"max relative |Δ|{vs} {rel}".strip(), "rtol")]
     zero = zero_series(result)
     drawn = {p[0]: [] for p in panels}
     for ri, name in enumerate(runs):

@@ -46,6 +46,12 @@ from bench import STEP_SPLIT, Benchmark, Repeated, cost_growth, ratios, shown, s
 from detection import Detection
 from load import FAILED, Cell, Results, counts_of
 
+# The verdicts whose section shows where the cell first broke: those that fail the run
+# and the expected failures, which broke as declared.
+SHOWS_FIRST_FAILURE = FAILED + ("xfail",)
+# The first failure's check of an xpass cell: no check failed, its expectation did.
+EXPECTED_FAILURE = "expected-failure"
+
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 
@@ -135,7 +141,7 @@ def choose_plotted(cells: List[Cell], options: Options) -> Dict[str, str]:
         out[c.id] = ""
     picked, rows = [], set()
     for c in good:                      # one per matrix row first
-        row = (c.get("optimizer"), c.get("sharding_type"))
+        row = matrix_mod.row_of(c)
         if row not in rows and len(picked) < options.passing_plots:
             rows.add(row)
             picked.append(c)
@@ -159,9 +165,10 @@ GROUP_STATUS = {"fail": "failed", "pass": "passed", "unchecked": "not checked"}
 PASSED_KIND = {"bitwise": "bitwise equal", "tolerance": "within tolerance"}
 
 
-def _group_status(result: dict, group: str, checks: List[dict]) -> dict:
+def _group_status(result: dict, group: str, checks: List[dict], elsewhere: List[str] = ()) -> dict:
     """The status cell of a group row: its verdict, a short text and the names
-    of the checks behind it (or why none applies)."""
+    of the checks behind it (or why none applies; `elsewhere` names the
+    checks that judge the group in another comparison of the cell)."""
     verdict = summary.group_verdict(checks)
     if verdict == "fail":
         text = ", ".join(c["name"] for c in checks if c["verdict"] == "fail")
@@ -169,6 +176,8 @@ def _group_status(result: dict, group: str, checks: List[dict]) -> dict:
         text = ", ".join(dict.fromkeys(PASSED_KIND.get(c["kind"], c["kind"]) for c in checks))
     else:
         text = summary.unchecked_reason(result, group)
+        if elsewhere:
+            text += "; against the single-device run (below): " + ", ".join(elsewhere)
     return {"verdict": verdict, "label": GROUP_STATUS[verdict], "text": text,
             "checks": ", ".join(c["name"] for c in checks)}
 
@@ -194,19 +203,21 @@ def _figure_classes(tone: str, stats: summary.GroupStats) -> Dict[str, str]:
             "ulp": red_if_nonzero(stats.max_ulp.value), "mismatches": ""}
 
 
-def _group_rows(cell: Cell) -> dict:
-    """The group table: one row per group with its status and, per compared
-    run, its max abs/rel/ULP, steps with mismatches and sign-change note."""
-    r = cell.result
+def _group_rows(r: dict, ff: Optional[dict], elsewhere: Optional[Dict[str, List[str]]] = None) -> dict:
+    """The group table of one comparison of a cell (summary.reference_view
+    or summary.single_device_view): one row per group with its status and,
+    per compared run, its max abs/rel/ULP, steps with mismatches and
+    sign-change note; `ff` (the cell's first failure) marks the group of
+    its tensor; `elsewhere` (group -> check names) names the checks that
+    judge a group in the other comparison."""
     stats = summary.group_stats(r)
     runs = summary.diff_runs(r)
     coverage = summary.group_coverage(r)
-    ff = summary.first_failure(cell) if cell.verdict in FAILED else None
     tensor_parts = set(((ff or {}).get("tensor") or "").split("."))
     rows = []
     for group in r.get("groups", []):
         per_run = [s for s in stats if s.group == group]
-        status = _group_status(r, group, coverage[group])
+        status = _group_status(r, group, coverage[group], (elsewhere or {}).get(group, []))
         rows.append({"group": group, "owner": per_run[0].owner if per_run else "",
                      "suspect": group in tensor_parts, "status": status,
                      "runs": [{"abs": s.max_abs, "rel": s.max_rel, "ulp": s.max_ulp,
@@ -216,6 +227,55 @@ def _group_rows(cell: Cell) -> dict:
                               for s in per_run]})
     run_labels = [plots.run_label(name, r["runs"][name]) for name in runs]
     return {"runs": run_labels, "rows": rows, "rel_label": summary.rel_label(r)}
+
+
+def _single_device_checks(result: Optional[dict]) -> Dict[str, List[str]]:
+    """Group -> the names of the checks against an external system's
+    single-device run that cover it (n/a ones left out)."""
+    out: Dict[str, List[str]] = {}
+    for c in (result or {}).get("checks", []):
+        if c.get("against") == summary.SINGLE_DEVICE and c["verdict"] != "n/a":
+            for group in summary.check_groups(result, c):
+                out.setdefault(group, []).append(c["name"])
+    return out
+
+
+def _expected(cell: Cell) -> Optional[dict]:
+    """The expected-failure box of a cell declared expected to fail: its
+    reason (the docs/findings.md reference apart), the check expected to
+    fail first when named, and what it got; None for other cells."""
+    exp = summary.expectation(cell)
+    if exp is None:
+        return None
+    return {"verdict": cell.verdict, "reason": exp.reason, "ref": exp.ref, "text": exp.text,
+            "got": exp.got, "got_text": exp.got_text, "failing_check": exp.failing_check}
+
+
+def _system(cell: Cell) -> Optional[dict]:
+    """An external system's part of a section: its name, the versions its
+    adapter reported, and each adapter run's exit code, log, error and notes."""
+    r = cell.result or {}
+    if not cell.external and not r.get("adapter"):
+        return None
+    runs = [{"run": a["run"], "exit_code": a.get("exit_code"), "log": a.get("log"),
+             "error": summary.adapter_error_line(a.get("error")),
+             "traceback": (a.get("error") or {}).get("traceback"), "notes": a.get("notes") or []}
+            for a in r.get("adapter") or []]
+    return {"name": cell.system, "versions": summary.system_versions(r), "runs": runs,
+            "state_keys": r.get("system_state_keys") or []}
+
+
+def _single_device(cell: Cell, index: int, plotted: bool, ff: Optional[dict]) -> Optional[dict]:
+    """The group table and |diff| plot of the distributed runs against the
+    system's single-device run; None for a cell without them."""
+    view = summary.single_device_view(cell.result)
+    if view is None:
+        return None
+    svg, zero = None, summary.zero_series(view)
+    if plotted:
+        svg, zero = plots.diff_svg(view, f"c{index}s", (ff or {}).get("step"), against="single device")
+    return {"groups": _group_rows(view, ff), "diff_svg": Markup(svg) if svg else None, "zero": zero,
+            "all_zero": len(zero) == len(view["runs"]) * len(view["groups"])}
 
 
 def _memory(result: Optional[dict]) -> Optional[dict]:
@@ -239,10 +299,12 @@ def _memory(result: Optional[dict]) -> Optional[dict]:
 
 def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> dict:
     r = cell.result
-    ff = summary.first_failure(cell) if cell.verdict in FAILED else None
+    ff = summary.first_failure(cell) if cell.verdict in SHOWS_FIRST_FAILURE else None
     if ff and ff.get("step") is None and ff.get("tensor") is None \
             and ff.get("detail") == (r or {}).get("error"):
         ff = None                       # an error with no failing check: the error box says it all
+    if ff and cell.verdict == "xpass" and ff.get("check") == EXPECTED_FAILURE:
+        ff = None                       # no check failed: the expected-failure box says it all
     loss_svg = grad_svg = diff_svg = None
     zero = summary.zero_series(r)
     uid = f"c{index}"
@@ -251,7 +313,7 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
         loss_svg = Markup(loss) if loss else None
         grad = plots.grad_norm_svg(r, uid + "g")
         grad_svg = Markup(grad) if grad else None
-        diff, zero = plots.diff_svg(r, uid + "d", (ff or {}).get("step"))
+        diff, zero = plots.diff_svg(summary.reference_view(r), uid + "d", (ff or {}).get("step"))
         diff_svg = Markup(diff) if diff else None
     runs = summary.diff_runs(r)
     all_zero = bool(runs) and len(zero) == len(runs) * len(r["groups"])
@@ -262,8 +324,9 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
             "skipped": summary.skip_reason(cell) if cell.verdict == "skipped" else None,
             "loss_svg": loss_svg, "grad_svg": grad_svg, "diff_svg": diff_svg, "zero": zero, "all_zero": all_zero,
             "plot_note": plot_note or None,
-            "groups": _group_rows(cell) if r else None, "checks": (r or {}).get("checks", []),
-            "memory": _memory(r), "comparison": comparison}
+            "groups": _group_rows(summary.reference_view(r), ff, _single_device_checks(r)) if r else None, "checks": (r or {}).get("checks", []),
+            "memory": _memory(r), "comparison": comparison, "expected": _expected(cell),
+            "system": _system(cell), "single_device": _single_device(cell, index, plot_note == "", ff)}
 
 
 def _cost_growth(benchmarks: List[Benchmark]) -> Optional[dict]:
@@ -293,6 +356,7 @@ def _environment() -> jinja2.Environment:
     env.filters.update(num=fmt_num, bytes=fmt_bytes, secs=fmt_secs, ms=fmt_ms, spread=fmt_spread,
                        factor=fmt_factor, rate=fmt_rate, mb=fmt_mb, size=size_label)
     env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst,
+                       verdict_label=lambda v: matrix_mod.VERDICT_LABEL.get(v, v),
                        loss_shift_rtol=compare_mod.LOSS_SHIFT_RTOL, perf_tol=compare_mod.PERF_CHANGE_TOL)
     return env
 
@@ -307,10 +371,13 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
     by_id = {c.id: c for c in comparisons}
     plotted = choose_plotted(results.cells, options)
     bad = [c for c in results.cells if c.verdict in FAILED]
-    ordered = bad + [c for c in results.cells if c.verdict not in FAILED]
+    xfailed = [c for c in results.cells if c.verdict == "xfail"]
+    ordered = bad + xfailed + [c for c in results.cells if c.verdict not in FAILED and c.verdict != "xfail"]
     sections = [_section(c, i, plotted.get(c.id), by_id.get(c.id)) for i, c in enumerate(ordered)]
     failing = [{"id": c.id, "href": href(c.id), "verdict": c.verdict, "ff": summary.first_failure(c)}
                for c in bad]
+    expected = [dict(_expected(c), id=c.id, href=href(c.id), system=c.system if c.external else None)
+                for c in results.cells if summary.expectation(c) is not None]
     agg = results.aggregate
     listed = shown(list(benchmarks))
     bench_ratios = ratios(listed)
@@ -322,7 +389,7 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
         results=results, warnings=results.warnings, answers=answers_mod.answer(results, changes),
         matrix=matrix_mod.build(results.cells, agg.get("optimizer_order")),
         verdicts_shown=[v for v in matrix_mod.SYMBOL if any(c.verdict == v for c in results.cells)],
-        sections=sections, failing=failing, by_id=by_id,
+        sections=sections, failing=failing, expected=expected, by_id=by_id,
         baseline=baseline, comparisons=comparisons,
         flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],
         benchmarks=listed, ratios=bench_ratios, counter_names=counter_names,

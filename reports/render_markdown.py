@@ -3,9 +3,11 @@
 The verdict, then three lines answering the reviewer's questions
 (answers.py): the first failure (cell, step, tensor, check), what changed
 against the baseline, what was not covered. Then the environment, the
-matrix as a table, the failing cells with their first divergence, the
-baseline differences when there is a baseline, and a link to the HTML
-report. With a selftest.json (detection.py), one line under the counts says
+counts (xfail and xpass apart from passed and failed), the matrix as a
+table, the cells that fail the run with their first divergence, the cells
+declared expected to fail (xfail, xpass) with their reasons and what they
+got, the baseline differences when there is a baseline, and a link to the
+HTML report. With a selftest.json (detection.py), one line under the counts says
 how many failpoints were caught and names those that escaped. The whole text stays under LIMIT characters
 (GitHub refuses comments over 65536): sections that do not fit are cut at a
 row boundary with a note saying how many rows were left out.
@@ -18,7 +20,7 @@ import matrix as matrix_mod
 import summary
 from bench import Benchmark
 from detection import Detection
-from load import FAILED, Results, counts_of
+from load import FAILED, Cell, Results, counts_of
 
 LIMIT = 60000
 RESERVE = 600          # kept free for the truncation notes and the link
@@ -33,7 +35,7 @@ def cell_text(text, limit: int = DETAIL_CHARS) -> str:
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
-def _slot_text(members, chips) -> str:
+def _slot_text(members: List[Cell], chips) -> str:
     if not members:
         return ""
     if all(c.verdict == "pass" for c in members):
@@ -45,7 +47,7 @@ def _slot_text(members, chips) -> str:
 
 def _matrix_lines(results: Results) -> List[str]:
     m = matrix_mod.build(results.cells, results.aggregate.get("optimizer_order"))
-    head = "| optimizer · sharding type | " + " | ".join(m.column_label(c) for c in m.columns) + " |"
+    head = f"| {m.head_label} | " + " | ".join(m.column_label(c) for c in m.columns) + " |"
     rule = "|---|" + "---|" * len(m.columns)
     rows = [f"| {m.row_label(r)} | " + " | ".join(cell_text(_slot_text(m.slot(r, c), m.chips), 400)
                                                   for c in m.columns) + " |" for r in m.rows]
@@ -64,6 +66,34 @@ def _failing_lines(results: Results) -> List[str]:
                     f"{('`' + cell_text(ff['tensor'], 160) + '`') if ff.get('tensor') else '—'} | "
                     f"{cell_text(ff.get('check'), 120)} | {cell_text(ff.get('detail'))} |")
     return rows
+
+
+def _expected_lines(results: Results) -> List[str]:
+    """One table row per cell declared expected to fail (xfail, xpass, or a
+    fail or error that was not the expected failure): verdict, what it got,
+    the reason."""
+    rows = []
+    for c in results.cells:
+        exp = summary.expectation(c)
+        if exp is None:
+            continue
+        check = f" (expected to fail first: `{cell_text(exp.failing_check, 80)}`)" if exp.failing_check else ""
+        rows.append(f"| `{cell_text(c.id, 200)}` | {matrix_mod.SYMBOL.get(c.verdict, '')} {c.verdict} | "
+                    f"{cell_text(exp.got_text, 40)} | {cell_text(exp.reason, 300)}{check} |")
+    return rows
+
+
+def counts_line(counts: dict) -> str:
+    """ "5 cells: 4 passed, 1 failed, 0 errored" and, when there are any,
+    the skipped cells and the expected failures (xfail) and unexpected
+    passes (xpass), counted apart."""
+    line = (f"{counts['cells']} cells: {counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['errored']} errored")
+    if counts.get("skipped"):
+        line += f", {counts['skipped']} skipped"
+    if counts.get("xfailed") or counts.get("xpassed"):
+        line += f", {counts.get('xfailed', 0)} xfail, {counts.get('xpassed', 0)} xpass"
+    return line
 
 
 LIST_MAX = 3           # cells or names listed per answer line before "and N more"
@@ -87,14 +117,16 @@ def _code(text, limit: int = 160) -> str:
 def _first_failure_line(a: answers_mod.Answers) -> str:
     f = a.first_failure
     if f is None:
-        skipped = a.cells - a.passed
         return (f"- **Failed first:** nothing: {a.passed} of {a.cells} cells passed"
-                + (f", {skipped} skipped" if skipped else "") + ".")
+                + (f", {a.skipped} skipped" if a.skipped else "")
+                + (f", {a.xfailed} failed as expected (xfail)" if a.xfailed else "") + ".")
     w = f.where
     step = "—" if w.get("step") is None else w["step"]
     others = f" ({f.others} other failing or errored cell{'s' if f.others != 1 else ''} below)" if f.others else ""
+    xpass = " It was expected to fail and passed (xpass): drop the expectation if the bug is fixed." \
+        if f.cell.verdict == "xpass" else ""
     return (f"- **Failed first:** {_code(f.cell.id, 200)} ({f.cell.verdict}): step {step}, "
-            f"tensor {_code(w.get('tensor'))}, check {_code(w.get('check'), 120)}{others}.")
+            f"tensor {_code(w.get('tensor'))}, check {_code(w.get('check'), 120)}{others}.{xpass}")
 
 
 def _counted(count_label: str, names: List[str]) -> str:
@@ -130,6 +162,10 @@ def _not_covered_line(n: answers_mod.NotCovered) -> str:
     if n.skipped:
         parts.append(f"{len(n.skipped)} skipped: " + _names([f"{_code(c.id, 120)} ({cell_text(why, 120)})"
                                                             for c, why in n.skipped]))
+    if n.expected:
+        parts.append(f"expected failures (xfail): {len(n.expected)} ("
+                     + _names([f"{cell_text(why, 120)} ×{count}" if count > 1 else cell_text(why, 120)
+                               for why, count in n.expected_reasons().items()]) + ")")
     if n.na_checks:
         parts.append(f"{_count(n.na_total, 'check')} n/a on {_count(n.na_cells, 'cell')}: "
                      + _names([f"{_code(name, 80)} on {count}" for name, count in n.na_checks.items()]))
@@ -196,10 +232,7 @@ def render(results: Results, baseline: Optional[Results] = None, html_link: str 
              f"commit `{cell_text(env.get('commit', '?'), 60)}` · started {cell_text(agg.get('started'), 40)} · "
              f"backend {cell_text(env.get('backend'), 30)} · libtorch {cell_text(env.get('libtorch'), 30)} · "
              f"host {cell_text(env.get('host'), 60)}", "",
-             f"**{counts['cells']} cells: {counts['passed']} passed, {counts['failed']} failed, "
-             f"{counts['errored']} errored"
-             + (f", {counts['skipped']} skipped" if counts.get("skipped") else "") + "**"
-             + (f" · scenarios: {scenarios}" if scenarios else ""), ""]
+             f"**{counts_line(counts)}**" + (f" · scenarios: {scenarios}" if scenarios else ""), ""]
     if detection is not None:
         head += [detection_line(detection), ""]
     warnings = results.warnings + (detection.warnings if detection is not None else [])
@@ -228,6 +261,21 @@ def render(results: Results, baseline: Optional[Results] = None, html_link: str 
         body += header + kept
         if left:
             body += ["", f"_… and {left} more failing cells not listed here; see the HTML report._"]
+        body.append("")
+
+    expected = _expected_lines(results)
+    if expected:
+        header = ["### Expected failures", "",
+                  "_xfail: failed as expected, does not fail the run; xpass: expected to fail but passed, "
+                  "fails the run; a fail or error was not the expected failure._", "",
+                  "| cell | verdict | got | reason |", "|---|---|---|---|"]
+        room = budget - len("\n".join(body)) - len("\n".join(header))
+        if baseline is not None:
+            room -= min(room // 3, 8000)
+        kept, left = _fit(expected, room)
+        body += header + kept
+        if left:
+            body += ["", f"_… and {left} more expected failures not listed here; see the HTML report._"]
         body.append("")
 
     if baseline is not None:

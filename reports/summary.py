@@ -5,14 +5,23 @@ Everything is driven by the cell's own "groups", "schema", "runs" and
 which child optimizer owns each state key, any run that carries a "diff" is
 a compared run, and each check's "on" says which groups it judges
 (group_coverage). No state key is named here.
+
+An external system's cell (Cell.external) also compares its distributed
+runs with the system's own single-device run ("diff_single_device");
+single_device_view() shapes those comparisons like a result, so the group
+table and the |diff| plot take them as they take the cell. A cell declared
+expected to fail (xfail, xpass) says why and what it got (expectation()).
 """
 import dataclasses
 import math
-from typing import Dict, List, Optional
+import re
+from typing import Dict, List, Optional, Tuple
 
 from load import Cell
 
 MODEL_GROUPS = ("params", "main_params")
+# The run an external system's distributed runs are also compared with (checks' "against").
+SINGLE_DEVICE = "single_device"
 
 
 @dataclasses.dataclass
@@ -308,6 +317,100 @@ def tolerance_lines(result: Optional[dict]) -> List[ToleranceLine]:
     return list(lines.values())
 
 
+@dataclasses.dataclass
+class Expectation:
+    """Why a cell was declared expected to fail, and what it got."""
+    reason: str             # "docs/findings.md#<anchor> ..." by convention
+    got: Optional[str]      # "fail" | "error" | "pass"; None when only config.expect says it
+    failing_check: Optional[str] = None     # the check expected to fail first, when named
+
+    @property
+    def got_text(self) -> str:
+        """What the cell got, for people."""
+        return GOT_TEXT.get(self.got, self.got or "unknown")
+
+    @property
+    def ref(self) -> Optional[str]:
+        """The leading "docs/<page>.md#<anchor>" of the reason, or None."""
+        m = REASON_REF.match(self.reason)
+        return m.group(1) if m else None
+
+    @property
+    def text(self) -> str:
+        """The reason without its leading reference."""
+        m = REASON_REF.match(self.reason)
+        return (m.group(2) if m else self.reason).strip(" -—:")
+
+
+GOT_TEXT = {"fail": "failed", "error": "errored", "pass": "passed every check"}
+REASON_REF = re.compile(r"^(\S+\.md(?:#\S*)?)(.*)$", re.S)
+
+
+def expectation(cell: Cell) -> Optional[Expectation]:
+    """The cell's expected failure: result.json's "expected", else
+    config.expect (an xfail or xpass without either, e.g. one that left no
+    result.json, gives no reason); None for a cell not declared expected to
+    fail."""
+    r = cell.result or {}
+    exp = r.get("expected") or (r.get("config") or {}).get("expect")
+    if not exp:
+        return Expectation("no reason given", None) if cell.verdict in ("xfail", "xpass") else None
+    return Expectation(exp.get("reason") or "no reason given", exp.get("got"), exp.get("failing_check"))
+
+
+def system_versions(result: Optional[dict]) -> List[Tuple[str, str]]:
+    """(package, version) pairs the external system's adapter reported."""
+    system = ((result or {}).get("environment") or {}).get("system") or {}
+    return list((system.get("versions") or {}).items())
+
+
+def adapter_error_line(error: Optional[dict]) -> Optional[str]:
+    """One line on an adapter run's error: "rank 1, load at step 4:
+    RuntimeError: message (file:line)", or None without one."""
+    if not error:
+        return None
+    where = ", ".join(p for p in (f"rank {error['rank']}" if error.get("rank") is not None else "",
+                                  error.get("phase") or "") if p)
+    if error.get("step") is not None:
+        where += f" at step {error['step']}"
+    line = f"{error.get('type') or 'error'}: {error.get('message') or ''}".strip()
+    if error.get("where"):
+        line += f" ({error['where']})"
+    return f"{where}: {line}" if where else line
+
+
+def single_device_view(result: Optional[dict]) -> Optional[dict]:
+    """The distributed runs against the system's single-device run, shaped
+    like a result: groups params, main_params when the system keeps them,
+    and the cell's system_state_keys (state keys owned by the system), the runs that have a
+    diff_single_device (as their "diff") and the checks against the
+    single-device run. None for a cell without such runs."""
+    if not result:
+        return None
+    runs = {name: dict(run, diff=run["diff_single_device"]) for name, run in result.get("runs", {}).items()
+            if run.get("diff_single_device")}
+    if not runs:
+        return None
+    keys = [k for k in result.get("system_state_keys") or [] if k not in MODEL_GROUPS]
+    model = [g for g in MODEL_GROUPS if all(g in run["diff"] for run in runs.values())]
+    system = (result.get("config") or {}).get("system") or "system"
+    return {"groups": model + keys, "schema": {system: keys} if keys else {},
+            "runs": runs, "config": result.get("config") or {},
+            "checks": [c for c in result.get("checks", []) if c.get("against") == SINGLE_DEVICE]}
+
+
+def reference_view(result: Optional[dict]) -> Optional[dict]:
+    """The result with only the checks that judge its "diff" (against the
+    reference, or the uninterrupted run), for its group table and |diff|
+    plot: the checks against an external system's single-device run judge
+    diff_single_device instead (single_device_view). The result itself when
+    it has none of those. What a cell left unchecked (answers.py) counts
+    every check."""
+    if not result or not any(c.get("against") == SINGLE_DEVICE for c in result.get("checks", [])):
+        return result
+    return dict(result, checks=[c for c in result["checks"] if c.get("against") != SINGLE_DEVICE])
+
+
 def resume_label(cell: Cell) -> str:
     """The matrix column of a cell: "dp2", or "dp2→dp3" with a resume plan."""
     dp, rdp = cell.get("dp"), cell.get("resume_dp")
@@ -319,7 +422,8 @@ def config_line(cell: Cell) -> List[tuple]:
     r = cell.result or {}
     cfg = r.get("config", {})
     sc = r.get("scenario", {})
-    pairs = [("optimizer", cell.get("optimizer")), ("sharding type", cell.get("sharding_type")),
+    pairs = [("system", cell.system if cell.external else None),
+             ("optimizer", cell.get("optimizer")), ("sharding type", cell.get("sharding_type")),
              ("dp", cell.get("dp"))]
     if cell.get("resume_dp") is not None:
         pairs += [("save at step", cell.get("save_at")), ("resume dp", cell.get("resume_dp"))]

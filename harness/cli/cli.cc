@@ -32,6 +32,7 @@ int RunCli(int argc, char** argv) {
   AddOptimizersCommand(app, action);
   AddGcCommand(app, action);
   AddSelftestCommand(app, action);
+  AddOracleCommand(app, action);
   // A first word that is no option and no subcommand: say so (CLI11 would
   // say a subcommand is required).
   bool known = true;

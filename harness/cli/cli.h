@@ -26,5 +26,6 @@ void AddExportCommand(CLI::App& app, std::function<int()>& action);
 void AddOptimizersCommand(CLI::App& app, std::function<int()>& action);
 void AddGcCommand(CLI::App& app, std::function<int()>& action);
 void AddSelftestCommand(CLI::App& app, std::function<int()>& action);
+void AddOracleCommand(CLI::App& app, std::function<int()>& action);
 
 }  // namespace shardcheck

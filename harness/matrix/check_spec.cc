@@ -32,6 +32,18 @@ std::string CheckOnName(CheckOn o) {
   return "?";
 }
 
+std::string CheckAgainstName(CheckAgainst a) {
+  switch (a) {
+    case CheckAgainst::kReference:
+      return "reference";
+    case CheckAgainst::kSingleDevice:
+      return "single_device";
+    case CheckAgainst::kUninterrupted:
+      return "uninterrupted";
+  }
+  return "?";
+}
+
 CheckKind ParseCheckKind(const std::string& name) {
   for (auto k : {CheckKind::kBitwise, CheckKind::kTolerance, CheckKind::kLossContinuity,
                  CheckKind::kLossFall})
@@ -46,6 +58,17 @@ CheckOn ParseCheckOn(const std::string& name) {
   throw Error("check on '" + name + "' (expected params, main_params, state or loss)");
 }
 
-std::string CheckSpec::Name() const { return CheckKindName(kind) + "-" + CheckOnName(on); }
+CheckAgainst ParseCheckAgainst(const std::string& name) {
+  for (auto a :
+       {CheckAgainst::kReference, CheckAgainst::kSingleDevice, CheckAgainst::kUninterrupted})
+    if (CheckAgainstName(a) == name) return a;
+  throw Error("check against '" + name + "' (expected reference, single_device or uninterrupted)");
+}
+
+std::string CheckSpec::Name() const {
+  std::string name = CheckKindName(kind) + "-" + CheckOnName(on);
+  if (against != CheckAgainst::kReference) name += "-vs-" + CheckAgainstName(against);
+  return name;
+}
 
 }  // namespace shardcheck

@@ -11,21 +11,31 @@ namespace shardcheck {
 
 enum class CheckKind { kBitwise, kTolerance, kLossContinuity, kLossFall };
 enum class CheckOn { kParams, kMainParams, kState, kLoss };
+// What the runs are compared with: shardcheck's reference optimizer (the
+// default), the system under test's own single-device run, or (for the
+// resumed run) the uninterrupted run. External systems (docs/systems.md)
+// use all three; shardcheck's own cells compare with the reference.
+enum class CheckAgainst { kReference, kSingleDevice, kUninterrupted };
 
 std::string CheckKindName(CheckKind k);  // "bitwise", "tolerance", "loss_continuity", "loss_fall"
 std::string CheckOnName(CheckOn o);      // "params", "main_params", "state", "loss"
+std::string CheckAgainstName(CheckAgainst a);  // "reference", "single_device", "uninterrupted"
 // Throw Error listing the accepted names.
 CheckKind ParseCheckKind(const std::string& name);
 CheckOn ParseCheckOn(const std::string& name);
+CheckAgainst ParseCheckAgainst(const std::string& name);
 
 struct CheckSpec {
   CheckKind kind = CheckKind::kBitwise;
   CheckOn on = CheckOn::kParams;
   double atol = 0.0;
   double rtol = 0.0;
-  int64_t max_ulp = -1;      // -1: no ULP bound
-  double min_fall = 0.0;     // loss_fall: (first - last) / first must reach this
-  std::string Name() const;  // "bitwise-params", "tolerance-state", ...
+  int64_t max_ulp = -1;   // -1: no ULP bound
+  double min_fall = 0.0;  // loss_fall: (first - last) / first must reach this
+  CheckAgainst against = CheckAgainst::kReference;
+  // "bitwise-params", "tolerance-state", ...; "-vs-<against>" is added
+  // when not against the reference ("bitwise-state-vs-single_device").
+  std::string Name() const;
 };
 
 }  // namespace shardcheck

@@ -29,6 +29,16 @@ TIMEOUT_S = 20
 # file name -> (substring the one error line must hold, expected line or None).
 # Keep in step with malformed_scenarios/README.md.
 EXPECTED = {
+    # Systems under test and expected failures (docs/systems.md, docs/scenarios.md)
+    "unknown_system.yaml": ("unknown system 'megatron'", 3),
+    "system_unknown_variant.yaml": ("unknown variant 'turbo' of system torch-fsdp2", 3),
+    "sharding_type_dcp_typo.yaml": ("or dcp", 6),
+    "expect_without_reason.yaml": ("expect: fail needs a reason", 7),
+    "expect_not_fail.yaml": ("the only expectation is fail", 7),
+    "reason_not_in_findings.yaml": ("points into docs/findings.md", 8),
+    "reason_unknown_anchor.yaml": ("has no heading with the anchor #no-such-finding", 8),
+    "xfail_without_reason.yaml": ("xfail entry: missing key 'reason'", 8),
+    "check_against_unknown.yaml": ("check against 'megatron'", 8),
     # YAML syntax
     "syntax_unclosed_flow_sequence.yaml": ("YAML syntax: end of sequence flow not found", None),
     "syntax_unclosed_flow_mapping.yaml": ("YAML syntax: end of map flow not found", None),

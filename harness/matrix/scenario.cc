@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -20,9 +21,25 @@
 
 namespace shardcheck {
 
+namespace fs = std::filesystem;
+
+std::string Cell::ShardingName() const {
+  return dcp ? kDcpShardingName : ShardingTypeName(sharding_type);
+}
+
 std::vector<std::string> Cell::Labels() const {
-  std::vector<std::string> l = {"checkpoint", optimizer.setup.name, ShardingTypeName(sharding_type),
-                                "dp" + std::to_string(dp), dtype};
+  std::vector<std::string> l;
+  // shardcheck's own cells always save (the uninterrupted run's checkpoint
+  // is what a same-DP or resharded resume loads); an external system's
+  // cells only with a resume plan.
+  if (!system.External() || resume) l.push_back("checkpoint");
+  if (system.External()) {
+    l.push_back("systems");
+    l.push_back(system.Label());
+  }
+  for (const std::string& x :
+       {optimizer.setup.name, ShardingName(), "dp" + std::to_string(dp), dtype})
+    l.push_back(x);
   if (resume && resume->dp != dp) l.push_back("dp" + std::to_string(resume->dp));
   l.push_back(RealModel() ? model : "oracle");
   return l;
@@ -30,8 +47,9 @@ std::vector<std::string> Cell::Labels() const {
 
 std::string CellDimension(const Cell& c, const std::string& key) {
   if (key == "id") return c.id;
+  if (key == "system") return c.system.Name();
   if (key == "optimizer") return c.optimizer.label;
-  if (key == "sharding_type") return ShardingTypeName(c.sharding_type);
+  if (key == "sharding_type") return c.ShardingName();
   if (key == "dp") return std::to_string(c.dp);
   if (key == "resume_dp") return c.resume ? std::to_string(c.resume->dp) : "none";
   if (key == "dtype") return c.dtype;
@@ -41,7 +59,8 @@ std::string CellDimension(const Cell& c, const std::string& key) {
   if (key == "scenario") return c.scenario;
   throw Error(
       "unknown key '" + key +
-      "' (id, optimizer, sharding_type, dp, resume_dp, dtype, model, bucket_size, seed, scenario)");
+      "' (id, system, optimizer, sharding_type, dp, resume_dp, dtype, model, bucket_size, seed, "
+      "scenario)");
 }
 
 bool MatchesFilter(const Cell& c, const std::string& filter) {
@@ -68,21 +87,25 @@ bool MatchesFilter(const Cell& c, const std::string& filter) {
 namespace {
 
 const std::vector<std::string> kTopKeys = {
-    "name",    "description", "model",   "dtype",       "optimizer",     "sharding_type",
-    "dp",      "resume",      "steps",   "bucket_size", "seed",          "micro_batches",
-    "backend", "checks",      "exclude", "include",     "grad_reduction"};
+    "name",          "description", "system",        "model",   "dtype",       "optimizer",
+    "sharding_type", "dp",          "resume",        "steps",   "bucket_size", "seed",
+    "micro_batches", "backend",     "checks",        "exclude", "include",     "grad_reduction",
+    "expect",        "reason",      "failing_check", "xfail"};
 // Optimizer keys besides the hyperparameters the registry declares.
 const std::vector<std::string> kOptimizerKeys = {
     "name",           "label",           "scalar_optimizer",
     "max_grad_norm",  "lr_warmup_steps", "lr_decay_steps",
     "lr_decay_style", "min_lr"};
 const std::vector<std::string> kResumeKeys = {"save_at", "dp", "bucket_size"};
-const std::vector<std::string> kCheckKeys = {"kind", "on", "atol", "rtol", "max_ulp", "min_fall"};
-const std::vector<std::string> kMatchKeys = {
-    "optimizer", "sharding_type", "dp", "resume_dp", "dtype", "model", "bucket_size", "seed"};
+const std::vector<std::string> kCheckKeys = {"kind",    "on",       "atol",   "rtol",
+                                             "max_ulp", "min_fall", "against"};
+const std::vector<std::string> kMatchKeys = {"system", "optimizer",   "sharding_type",
+                                             "dp",     "resume_dp",   "dtype",
+                                             "model",  "bucket_size", "seed"};
 const std::vector<std::string> kIncludeKeys = {
-    "optimizer", "sharding_type", "dp",   "resume", "dtype",
-    "model",     "bucket_size",   "seed", "steps",  "micro_batches"};
+    "system",        "optimizer", "sharding_type", "dp",           "resume",
+    "dtype",         "model",     "bucket_size",   "seed",         "steps",
+    "micro_batches", "expect",    "reason",        "failing_check"};
 
 std::string Join(const std::vector<std::string>& v) {
   std::string s;
@@ -313,6 +336,17 @@ CheckSpec ReadCheck(const Parser& p, const YAML::Node& n) {
   } catch (const Error& e) {
     p.Fail(n["on"], e.what());
   }
+  if (n["against"]) {
+    try {
+      c.against = ParseCheckAgainst(p.Str(n["against"], "against"));
+    } catch (const ScenarioError&) {
+      throw;
+    } catch (const Error& e) {
+      p.Fail(n["against"], e.what());
+    }
+    if (c.on == CheckOn::kLoss)
+      p.Fail(n["against"], "check: against goes with on: params, main_params or state");
+  }
   const bool loss_kind = c.kind == CheckKind::kLossContinuity || c.kind == CheckKind::kLossFall;
   if (loss_kind && c.on != CheckOn::kLoss)
     p.Fail(n, "check: " + CheckKindName(c.kind) + " goes with on: loss");
@@ -364,22 +398,116 @@ ResumePlan ReadPlan(const Parser& p, const YAML::Node& n, int steps, int m) {
 
 // --- Dimensions -----------------------------------------------------------
 
+// A value of the sharding-type axis: one of Megatron's four types, or dcp.
+struct ShardingChoice {
+  ShardingType type = ShardingType::kDpReshardable;
+  bool dcp = false;
+};
+
 // Everything a cell is made from, each value with the node it came from.
 struct Dimensions {
   int steps = 12;
   int micro_batches = 24;
   std::string backend = "gloo";
   GradReduction grad_reduction = GradReduction::kFp32;
+  std::vector<std::pair<SystemSpec, YAML::Node>> systems;
   std::vector<std::pair<std::string, YAML::Node>> models;
   std::vector<std::string> dtypes = {"fp32"};
   std::vector<std::pair<ScenarioOptimizer, YAML::Node>> optimizers;
-  std::vector<ShardingType> types;
+  std::vector<ShardingChoice> types;
   std::vector<std::pair<int, YAML::Node>> dps;
   std::vector<std::pair<std::optional<ResumePlan>, YAML::Node>> plans;
   std::vector<int64_t> buckets = {0};
   std::vector<uint64_t> seeds = {1};
   std::vector<std::pair<CheckSpec, YAML::Node>> checks;
+  std::optional<ExpectedFailure> expect_fail;  // the top-level `expect: fail`
 };
+
+// --- Expected failures ----------------------------------------------------
+
+// docs/findings.md above the scenario file (the checkout's), or "" when the
+// file is elsewhere.
+std::string FindingsFile(const std::string& scenario) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(scenario, ec).parent_path();
+  for (int up = 0; up < 8 && !dir.empty(); ++up, dir = dir.parent_path()) {
+    const fs::path f = dir / "docs" / "findings.md";
+    if (fs::is_regular_file(f, ec)) return f.string();
+    if (dir == dir.parent_path()) break;
+  }
+  return "";
+}
+
+// GitHub's anchor of a Markdown heading: lower case, spaces to '-', other
+// punctuation but '-' and '_' dropped.
+std::string HeadingAnchor(const std::string& heading) {
+  std::string a;
+  for (unsigned char ch : heading) {
+    if (std::isalnum(ch))
+      a += static_cast<char>(std::tolower(ch));
+    else if (ch == ' ' || ch == '-')
+      a += '-';
+    else if (ch == '_')
+      a += '_';
+  }
+  return a;
+}
+
+// A reason must point into docs/findings.md ("docs/findings.md#<anchor>"),
+// and the anchor must be a heading there when that file can be found.
+void CheckFindingReason(const Parser& p, const YAML::Node& n, const std::string& reason) {
+  const std::string ref = "docs/findings.md#";
+  const size_t at = reason.find(ref);
+  if (at == std::string::npos)
+    p.Fail(n,
+           "reason: an expected failure points into docs/findings.md (docs/findings.md#<anchor>), "
+           "where the upstream bug is described");
+  size_t end = at + ref.size();
+  while (end < reason.size() && (std::isalnum(static_cast<unsigned char>(reason[end])) ||
+                                 reason[end] == '-' || reason[end] == '_'))
+    ++end;
+  const std::string anchor = reason.substr(at + ref.size(), end - at - ref.size());
+  if (anchor.empty()) p.Fail(n, "reason: docs/findings.md# needs the anchor of a finding");
+  const std::string file = FindingsFile(p.file());
+  if (file.empty()) return;
+  std::istringstream in(ReadFile(file));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("#", 0) != 0) continue;
+    const size_t begin = line.find_first_not_of("# ");
+    const size_t end = line.find_last_not_of(" \r");
+    if (begin != std::string::npos && HeadingAnchor(line.substr(begin, end + 1 - begin)) == anchor)
+      return;
+  }
+  p.Fail(n, "reason: " + file + " has no heading with the anchor #" + anchor);
+}
+
+// `expect: fail` and its `reason` in mapping `n` (the scenario or an include
+// entry); nothing when `n` has neither.
+std::optional<ExpectedFailure> ReadExpect(const Parser& p, const YAML::Node& n) {
+  if (!n["expect"] && !n["reason"] && !n["failing_check"]) return std::nullopt;
+  if (!n["expect"])
+    p.Fail(n["reason"] ? n["reason"] : n["failing_check"],
+           (n["reason"] ? "reason" : "failing_check") + std::string(": goes with expect: fail"));
+  if (p.Str(n["expect"], "expect") != "fail")
+    p.Fail(n["expect"], "expect: '" + n["expect"].Scalar() +
+                            "' (the only expectation is fail: a cell that passes needs none)");
+  if (!n["reason"])
+    p.Fail(n["expect"], "expect: fail needs a reason pointing into docs/findings.md");
+  ExpectedFailure e{p.Str(n["reason"], "reason"), ""};
+  CheckFindingReason(p, n["reason"], e.reason);
+  if (n["failing_check"]) e.check = p.Str(n["failing_check"], "failing_check");
+  return e;
+}
+
+SystemSpec ReadSystem(const Parser& p, const YAML::Node& n) {
+  try {
+    return ParseSystem(p.Str(n, "system"));
+  } catch (const ScenarioError&) {
+    throw;
+  } catch (const Error& e) {
+    p.Fail(n, e.what());
+  }
+}
 
 std::string ReadModel(const Parser& p, const YAML::Node& n) {
   const std::string model = p.Str(n, "model");
@@ -403,13 +531,15 @@ std::string ReadDtype(const Parser& p, const YAML::Node& n) {
   return d;
 }
 
-ShardingType ReadShardingType(const Parser& p, const YAML::Node& n) {
+ShardingChoice ReadShardingType(const Parser& p, const YAML::Node& n) {
+  const std::string name = p.Str(n, "sharding_type");
+  if (name == kDcpShardingName) return {ShardingType::kDpReshardable, true};
   try {
-    return ParseShardingType(p.Str(n, "sharding_type"));
-  } catch (const ScenarioError&) {
-    throw;
+    return {ParseShardingType(name), false};
   } catch (const Error& e) {
-    p.Fail(n, e.what());
+    p.Fail(n, std::string(e.what()) +
+                  "; or dcp, torch.distributed.checkpoint's, for systems "
+                  "that save through it");
   }
 }
 
@@ -459,6 +589,13 @@ void ReadPlans(const Parser& p, const YAML::Node& root, Dimensions& d) {
 Dimensions ReadDimensions(const Parser& p, const YAML::Node& root) {
   Dimensions d;
   ReadRunShape(p, root, d);
+  d.expect_fail = ReadExpect(p, root);
+  d.systems = {{SystemSpec{}, root}};
+  if (root["system"]) {
+    d.systems.clear();
+    for (const auto& n : p.Items(root["system"], "system"))
+      d.systems.push_back({ReadSystem(p, n), n});
+  }
   for (const auto& n : p.Items(root["model"], "model")) d.models.push_back({ReadModel(p, n), n});
   if (root["dtype"]) {
     d.dtypes.clear();
@@ -499,16 +636,18 @@ Dimensions ReadDimensions(const Parser& p, const YAML::Node& root) {
 
 // One choice of every dimension, with the nodes errors point at.
 struct CellChoice {
+  SystemSpec system;
   std::string model, dtype;
   const ScenarioOptimizer* optimizer = nullptr;
   YAML::Node optimizer_node;
-  ShardingType type = ShardingType::kDpReshardable;
+  ShardingChoice type;
   int dp = 1;
   std::optional<ResumePlan> plan;
   YAML::Node plan_node;
   int64_t bucket = 0;
   uint64_t seed = 1;
   int steps = 12, micro_batches = 24, line = 0;
+  std::optional<ExpectedFailure> expect_fail;  // an include entry's own `expect: fail`
 };
 
 std::string ModelId(const std::string& model) {
@@ -533,7 +672,35 @@ std::string ModelId(const std::string& model) {
 // a sign and moves that element by 2 lr), which are judged on the loss; a
 // resume must continue bitwise at the same DP size and the loss curve must
 // continue.
+// External systems (docs/systems.md, "Checks on an external system"):
+// bitwise against the system's own single device at every step, the resumed
+// run bitwise against the uninterrupted one, and a tolerance against
+// shardcheck's reference, whose op sequence the system need not follow.
+std::vector<CheckSpec> ExternalDefaultChecks(const Cell& c) {
+  std::vector<CheckOn> on = {CheckOn::kParams, CheckOn::kState};
+  if (c.dtype != "fp32") on.insert(on.begin() + 1, CheckOn::kMainParams);
+  std::vector<CheckSpec> checks;
+  for (CheckOn o : on) {
+    CheckSpec spec{CheckKind::kBitwise, o};
+    spec.against = CheckAgainst::kSingleDevice;
+    checks.push_back(spec);
+  }
+  if (c.resume)
+    for (CheckOn o : on) {
+      CheckSpec spec{CheckKind::kBitwise, o};
+      spec.against = CheckAgainst::kUninterrupted;
+      checks.push_back(spec);
+    }
+  for (CheckOn o : on) {
+    const ExternalTolerance t =
+        ExternalReferenceTolerance(c.system, c.optimizer.setup, o == CheckOn::kState);
+    checks.push_back({CheckKind::kTolerance, o, t.atol, t.rtol, -1});
+  }
+  return checks;
+}
+
 std::vector<CheckSpec> DefaultChecks(const Cell& c) {
+  if (c.system.External()) return ExternalDefaultChecks(c);
   const std::vector<CheckSpec> bitwise = {{CheckKind::kBitwise, CheckOn::kParams},
                                           {CheckKind::kBitwise, CheckOn::kMainParams},
                                           {CheckKind::kBitwise, CheckOn::kState}};
@@ -559,8 +726,8 @@ std::vector<CheckSpec> DefaultChecks(const Cell& c) {
 }
 
 std::string CellId(const Cell& c, const Dimensions& d) {
-  std::string id =
-      c.optimizer.label + "." + ShardingTypeName(c.sharding_type) + ".dp" + std::to_string(c.dp);
+  std::string id = (c.system.External() ? c.system.Name() + "." : "") + c.optimizer.label + "." +
+                   c.ShardingName() + ".dp" + std::to_string(c.dp);
   if (c.resume) {
     id += (c.resume->dp == c.dp ? "-resume@" : "-to-dp" + std::to_string(c.resume->dp) + "@") +
           std::to_string(c.resume->save_at);
@@ -584,9 +751,10 @@ void CheckChoice(const Parser& p, const CellChoice& ch) {
                                     " needs a 2-D hidden weight (for " + needs->kind() +
                                     "), and model " + ch.model + " has none");
   }
-  if (ch.plan && ch.plan->bucket_size && *ch.plan->bucket_size != ch.bucket &&
-      (ch.type == ShardingType::kDpReshardable || ch.type == ShardingType::kDpZeroGatherScatter))
-    p.Fail(ch.plan_node, "sharding type " + ShardingTypeName(ch.type) +
+  if (ch.plan && ch.plan->bucket_size && *ch.plan->bucket_size != ch.bucket && !ch.type.dcp &&
+      (ch.type.type == ShardingType::kDpReshardable ||
+       ch.type.type == ShardingType::kDpZeroGatherScatter))
+    p.Fail(ch.plan_node, "sharding type " + ShardingTypeName(ch.type.type) +
                              " cannot change the bucket size on resume (only the DP size); use "
                              "fully_reshardable or fully_sharded_model_space");
 }
@@ -597,10 +765,12 @@ Cell MakeCell(const Parser& p, const std::string& name, const Dimensions& d, con
   c.scenario = name;
   c.file = p.file();
   c.line = ch.line;
+  c.system = ch.system;
   c.model = ch.model;
   c.dtype = ch.dtype;
   c.optimizer = *ch.optimizer;
-  c.sharding_type = ch.type;
+  c.sharding_type = ch.type.type;
+  c.dcp = ch.type.dcp;
   c.dp = ch.dp;
   c.steps = ch.steps;
   c.bucket_size = ch.bucket;
@@ -618,6 +788,17 @@ Cell MakeCell(const Parser& p, const std::string& name, const Dimensions& d, con
     c.checks.push_back(check);
   }
   if (d.checks.empty()) c.checks = DefaultChecks(c);
+  c.expect_fail = ch.expect_fail ? ch.expect_fail : d.expect_fail;
+  SystemRequest request;
+  request.setup = &c.optimizer.setup;
+  request.dcp = c.dcp;
+  request.sharding_type = c.sharding_type;
+  request.dtype = c.dtype;
+  request.real_model = c.RealModel();
+  request.bucket_change =
+      c.resume && c.resume->bucket_size && *c.resume->bucket_size != c.bucket_size;
+  request.gpu = c.backend == "nccl";
+  c.unsupported = SystemUnsupported(c.system, request);
   c.id = CellId(c, d);
   return c;
 }
@@ -651,6 +832,33 @@ std::vector<Match> ReadExcludes(const Parser& p, const YAML::Node& root) {
   return out;
 }
 
+// The `xfail` list: cells matching an entry's dimensions are expected to
+// fail for its `reason`.
+std::vector<std::pair<Match, ExpectedFailure>> ReadXfails(const Parser& p, const YAML::Node& root) {
+  std::vector<std::pair<Match, ExpectedFailure>> out;
+  if (!root["xfail"]) return out;
+  if (!root["xfail"].IsSequence())
+    p.Fail(root["xfail"], "xfail: expected a list of mappings {<dimension>: ..., reason: ...}");
+  std::vector<std::string> keys = kMatchKeys;
+  keys.push_back("reason");
+  keys.push_back("failing_check");
+  for (const auto& n : root["xfail"]) {
+    p.CheckKeys(n, keys, "xfail entry");
+    if (!n["reason"]) p.Fail(n, "xfail entry: missing key 'reason' (docs/findings.md#<anchor>)");
+    ExpectedFailure e{p.Str(n["reason"], "reason"), ""};
+    CheckFindingReason(p, n["reason"], e.reason);
+    if (n["failing_check"]) e.check = p.Str(n["failing_check"], "failing_check");
+    Match mt;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (it->first.Scalar() == "reason" || it->first.Scalar() == "failing_check") continue;
+      for (const auto& v : p.Items(it->second, it->first.Scalar()))
+        mt.values[it->first.Scalar()].push_back(p.Str(v, it->first.Scalar()));
+    }
+    out.push_back({std::move(mt), std::move(e)});
+  }
+  return out;
+}
+
 // One include entry: a cell whose unspecified dimensions take the scenario's first value.
 std::vector<Cell> IncludeCells(const Parser& p, const std::string& name, const Dimensions& d,
                                const YAML::Node& n) {
@@ -662,6 +870,8 @@ std::vector<Cell> IncludeCells(const Parser& p, const std::string& name, const D
       n["micro_batches"] ? p.Int(n["micro_batches"], "micro_batches") : d.micro_batches;
   if (ch.micro_batches < 1 || ch.micro_batches > 32)
     p.Fail(n["micro_batches"], "micro_batches must be in [1, 32]");
+  ch.system = n["system"] ? ReadSystem(p, n["system"]) : d.systems[0].first;
+  ch.expect_fail = ReadExpect(p, n);
   ch.model = n["model"] ? ReadModel(p, n["model"]) : d.models[0].first;
   ch.dtype = n["dtype"] ? ReadDtype(p, n["dtype"]) : d.dtypes[0];
   ch.type = n["sharding_type"] ? ReadShardingType(p, n["sharding_type"]) : d.types[0];
@@ -698,26 +908,28 @@ std::vector<Cell> CrossProduct(const Parser& p, const std::string& name, const D
   ch.steps = d.steps;
   ch.micro_batches = d.micro_batches;
   ch.line = line;
-  for (const auto& [model, model_node] : d.models)
-    for (const auto& dtype : d.dtypes)
-      for (const auto& [opt, opt_node] : d.optimizers)
-        for (ShardingType t : d.types)
-          for (const auto& [dp, dp_node] : d.dps)
-            for (const auto& [plan, plan_node] : d.plans)
-              for (int64_t b : d.buckets)
-                for (uint64_t s : d.seeds) {
-                  ch.model = model;
-                  ch.dtype = dtype;
-                  ch.optimizer = &opt;
-                  ch.optimizer_node = opt_node;
-                  ch.type = t;
-                  ch.dp = dp;
-                  ch.plan = plan;
-                  ch.plan_node = plan_node;
-                  ch.bucket = b;
-                  ch.seed = s;
-                  cells.push_back(MakeCell(p, name, d, ch));
-                }
+  for (const auto& [system, system_node] : d.systems)
+    for (const auto& [model, model_node] : d.models)
+      for (const auto& dtype : d.dtypes)
+        for (const auto& [opt, opt_node] : d.optimizers)
+          for (const ShardingChoice& t : d.types)
+            for (const auto& [dp, dp_node] : d.dps)
+              for (const auto& [plan, plan_node] : d.plans)
+                for (int64_t b : d.buckets)
+                  for (uint64_t s : d.seeds) {
+                    ch.system = system;
+                    ch.model = model;
+                    ch.dtype = dtype;
+                    ch.optimizer = &opt;
+                    ch.optimizer_node = opt_node;
+                    ch.type = t;
+                    ch.dp = dp;
+                    ch.plan = plan;
+                    ch.plan_node = plan_node;
+                    ch.bucket = b;
+                    ch.seed = s;
+                    cells.push_back(MakeCell(p, name, d, ch));
+                  }
   return cells;
 }
 
@@ -913,10 +1125,13 @@ Scenario ParseScenario(const std::string& text, const std::string& path) {
     sc.description = p.As<std::string>(root["description"], "description", "a string");
   const Dimensions d = ReadDimensions(p, root);
   const std::vector<Match> excludes = ReadExcludes(p, root);
+  const auto xfails = ReadXfails(p, root);
   std::set<std::string> ids;
   auto add = [&](Cell c) {
     for (const Match& m : excludes)
       if (m.Matches(c)) return;
+    for (const auto& [m, expected] : xfails)
+      if (!c.expect_fail && m.Matches(c)) c.expect_fail = expected;
     // Overlapping plans (e.g. `dp: same` and `dp: 2` on a dp-2 cell) give the
     // same cell twice; it runs once.
     if (ids.insert(c.id).second) sc.cells.push_back(std::move(c));

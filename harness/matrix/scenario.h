@@ -13,6 +13,7 @@
 #include "distributed/checkpoint_format.h"
 #include "harness/matrix/check_spec.h"
 #include "harness/models/grad_reduction.h"
+#include "harness/systems/system.h"
 #include "spec/config.h"
 #include "spec/error.h"
 
@@ -35,15 +36,28 @@ struct ScenarioOptimizer {
   OptimizerSetup setup;
 };
 
+// A cell that is expected to fail (`expect: fail` with a `reason`; docs/scenarios.md,
+// "Expected failures"): a known upstream bug, described in docs/findings.md.
+struct ExpectedFailure {
+  std::string reason;  // "docs/findings.md#<anchor>", with words around it if any
+  // The check that must fail first (`failing_check`), e.g. "system-raised" or
+  // "bitwise-state-vs-single_device"; "" for any check.
+  std::string check;
+};
+
 // One cell of the expanded matrix, fully resolved.
 struct Cell {
   std::string id;
   std::string scenario, file;
   int line = 0;       // of the scenario (or include entry) that produced it
+  SystemSpec system;  // the system under test (default: shardcheck's own)
   std::string model;  // oracle:<model> (OracleModelByName) | gpt-tiny | moe-tiny
   std::string dtype;  // fp32 | bf16
   ScenarioOptimizer optimizer;
+  // The sharding type: one of Megatron's four, or (dcp) the checkpoint of
+  // torch.distributed.checkpoint, which `sharding_type` then does not name.
   ShardingType sharding_type = ShardingType::kDpReshardable;
+  bool dcp = false;
   int dp = 1;
   std::optional<ResumePlan> resume;  // dp resolved (never 0)
   int steps = 12;
@@ -55,10 +69,18 @@ struct Cell {
   // `exact` makes a real model's training bitwise the same at every DP size.
   GradReduction grad_reduction = GradReduction::kFp32;
   std::vector<CheckSpec> checks;
+  std::optional<ExpectedFailure> expect_fail;
+  // Why the cell's system cannot run it (SystemUnsupported); "" when it can.
+  // Such a cell is reported skipped with this reason, never run.
+  std::string unsupported;
 
   bool RealModel() const { return model.rfind("oracle:", 0) != 0; }
   int ResumeDp() const { return resume ? resume->dp : dp; }
-  // Labels for ctest: checkpoint, optimizer, sharding type, dpN (both DP sizes), dtype, model kind.
+  // "dcp" or the Megatron type's name.
+  std::string ShardingName() const;
+  // Labels for ctest: checkpoint, optimizer, sharding type, dpN (both DP
+  // sizes), dtype, model kind; an external system's cells: `systems` and the
+  // system's label, and `checkpoint` only when they save and load.
   std::vector<std::string> Labels() const;
 };
 
@@ -74,8 +96,9 @@ Scenario LoadScenario(const std::string& path);
 Scenario ParseScenario(const std::string& text, const std::string& path);
 
 // The value of a dimension of `cell` as scenario files and filters name it:
-// id, optimizer, sharding_type, dp, resume_dp ("none" without a resume),
-// dtype, model, bucket_size, seed, scenario. Throws Error on another key.
+// id, system, optimizer, sharding_type, dp, resume_dp ("none" without a
+// resume), dtype, model, bucket_size, seed, scenario. Throws Error on
+// another key.
 std::string CellDimension(const Cell& cell, const std::string& key);
 
 // True if `cell` matches a --filter expression: comma-separated terms

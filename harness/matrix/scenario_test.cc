@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -267,6 +268,98 @@ INSTANTIATE_TEST_SUITE_P(
                 "optimizer: {name: adam, scalar_lr: 0.1}\nsharding_type: dp_reshardable\ndp: 2\n",
             3, 25, "has no scalar optimizer"}),
     [](const auto& info) { return std::string(info.param.desc); });
+
+}  // namespace
+}  // namespace shardcheck
+
+namespace shardcheck {
+namespace {
+
+const char* kSystems = R"(name: systems
+system: [shardcheck, torch-fsdp2, torch-fsdp2+fused]
+model: oracle:mixed-small
+optimizer: [adamw, lion]
+sharding_type: [dp_reshardable, dcp]
+dp: 2
+resume:
+  - none
+  - {save_at: 4, dp: 3}
+steps: 8
+xfail:
+  - {system: torch-fsdp2+fused, resume_dp: 3, failing_check: bitwise-state-vs-single_device,
+     reason: "docs/findings.md#torch-fused-adam-cpu-shard-length"}
+)";
+
+const Cell& Find(const Scenario& sc, const std::string& id) {
+  for (const Cell& c : sc.cells)
+    if (c.id == id) return c;
+  throw Error("no cell " + id);
+}
+
+TEST(ScenarioSystems, CrossesTheSystemAxisAndSaysWhatASystemLacks) {
+  const Scenario sc = LoadScenario(Write("systems", kSystems));
+  EXPECT_EQ(sc.cells.size(), 3u * 2u * 2u * 2u);
+  const Cell& native = Find(sc, "adamw.dp_reshardable.dp2-to-dp3@4.fp32.oracle-mixed-small");
+  EXPECT_FALSE(native.system.External());
+  EXPECT_EQ(native.unsupported, "");
+  EXPECT_EQ(Find(sc, "adamw.dcp.dp2.fp32.oracle-mixed-small").unsupported,
+            "shardcheck has no sharding type dcp: it saves Megatron's four types");
+  const Cell& fsdp = Find(sc, "torch-fsdp2.adamw.dcp.dp2-to-dp3@4.fp32.oracle-mixed-small");
+  EXPECT_TRUE(fsdp.dcp);
+  EXPECT_EQ(fsdp.ShardingName(), "dcp");
+  EXPECT_EQ(fsdp.unsupported, "");
+  EXPECT_EQ(CellDimension(fsdp, "system"), "torch-fsdp2");
+  EXPECT_NE(Find(sc, "torch-fsdp2.lion.dcp.dp2.fp32.oracle-mixed-small")
+                .unsupported.find("torch-fsdp2 has no lion"),
+            std::string::npos);
+  EXPECT_NE(Find(sc, "torch-fsdp2.adamw.dp_reshardable.dp2.fp32.oracle-mixed-small")
+                .unsupported.find("checkpoints through DCP"),
+            std::string::npos);
+  // External cells: bitwise against the system's own single device and the
+  // uninterrupted run, a tolerance against the reference.
+  std::vector<std::string> names;
+  for (const CheckSpec& c : fsdp.checks) names.push_back(c.Name());
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "bitwise-params-vs-single_device", "bitwise-state-vs-single_device",
+                       "bitwise-params-vs-uninterrupted", "bitwise-state-vs-uninterrupted",
+                       "tolerance-params", "tolerance-state"}));
+  const auto labels = fsdp.Labels();
+  for (const char* l : {"checkpoint", "systems", "fsdp2", "dcp", "dp3"})
+    EXPECT_NE(std::find(labels.begin(), labels.end(), l), labels.end()) << l;
+  const auto no_save = Find(sc, "torch-fsdp2.adamw.dcp.dp2.fp32.oracle-mixed-small").Labels();
+  EXPECT_EQ(std::find(no_save.begin(), no_save.end(), "checkpoint"), no_save.end());
+}
+
+TEST(ScenarioSystems, XfailEntriesMarkTheCellsTheyMatch) {
+  const Scenario sc = LoadScenario(Write("systems_xfail", kSystems));
+  int marked = 0;
+  for (const Cell& c : sc.cells) {
+    const bool want = c.system.Name() == "torch-fsdp2+fused" && c.ResumeDp() == 3 && c.resume;
+    EXPECT_EQ(c.expect_fail.has_value(), want) << c.id;
+    if (!c.expect_fail) continue;
+    ++marked;
+    EXPECT_EQ(c.expect_fail->reason, "docs/findings.md#torch-fused-adam-cpu-shard-length");
+    EXPECT_EQ(c.expect_fail->check, "bitwise-state-vs-single_device");
+  }
+  EXPECT_EQ(marked, 4);
+}
+
+TEST(ScenarioSystems, IncludeEntriesTakeSystemAndExpectation) {
+  const Scenario sc = LoadScenario(Write("systems_include", R"(name: inc
+model: oracle:mixed-small
+optimizer: adamw
+sharding_type: dcp
+system: torch-fsdp2
+dp: 2
+include:
+  - {system: torch-fsdp2+foreach, dp: 3, expect: fail, reason: "see docs/findings.md#torch-fsdp2-fused-sgd-dtensor"}
+)"));
+  ASSERT_EQ(sc.cells.size(), 2u);
+  EXPECT_FALSE(sc.cells[0].expect_fail);
+  EXPECT_EQ(sc.cells[1].system.Name(), "torch-fsdp2+foreach");
+  ASSERT_TRUE(sc.cells[1].expect_fail);
+  EXPECT_EQ(sc.cells[1].expect_fail->check, "");
+}
 
 }  // namespace
 }  // namespace shardcheck

@@ -7,8 +7,15 @@ result.json); `write_results(dir, cells)` writes a results directory; the
 named sets below are what the tests use. State keys appear here only as
 test data: each optimizer's schema is declared once in SCHEMAS.
 
+`expect_failure(cell, reason)` declares a cell expected to fail, as the
+runner does for a scenario's `xfail` entry: a failing or errored cell
+becomes "xfail", a passing one "xpass". `make_external_cell(...)` makes a
+cell of an external system under test (e.g. "torch-fsdp2"): a single-device
+run, `diff_single_device` on the system's own state keys, adapter runs and
+versions, or, with `raised`, the one `system-raised` check and no runs.
+
 Command line (for measurements and screenshots):
-    synth.py {realistic,passing,one-failing,lion,large} OUT_DIR [--cells N] [--bench] [--selftest]
+    synth.py {realistic,passing,one-failing,lion,systems,large} OUT_DIR [--cells N] [--bench] [--selftest]
 """
 import argparse
 import json
@@ -69,7 +76,7 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
               error: Optional[str] = None, scenario="ci-oracle", seed=1, tolerance=False,
               ranks_memory=True, noise=0.0, lr_schedule: Optional[str] = "constant",
               real_checks=False, rel_floor: Optional[float] = None, sign_changes: Optional[dict] = None,
-              loss_shift=0.0, skipped: Optional[str] = None) -> Dict:
+              loss_shift=0.0, skipped: Optional[str] = None, system: Optional[str] = None) -> Dict:
     """One cell as {"entry": results.json entry, "result": result.json or None}.
 
     fail = {"group": G, "step": S, "run": "resumed"|"uninterrupted", "size": X}
@@ -87,7 +94,9 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
     "sign_changes" series, zero but for N at step S of group G in run R.
     Both are left out by default, as in older results. loss_shift is added
     to every loss value (a moved loss curve, for baseline comparisons).
-    skipped = REASON makes a cell that was not run."""
+    skipped = REASON makes a cell that was not run. system = NAME writes the
+    system under test (results.json's cells[].system, config.system); None
+    leaves both out, as in older results."""
     rng = random.Random(f"{optimizer}{sharding}{dp}{resume_dp}{dtype}{model}{seed}")
     if resume_dp is not None and save_at is None:
         save_at = max(1, steps // 3)
@@ -190,6 +199,9 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
         "wall_s": round(0.5 + rng.random() * 2, 2)}
     if rel_floor is not None:
         result["rel_floor"] = rel_floor
+    if system is not None:
+        result["config"]["system"] = system
+        result["config"]["expect"] = None
     if error:
         result.update(runs={}, checks=[], memory=[], first_failure=None)
     if skipped:
@@ -197,7 +209,177 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
     entry = {"id": cid, "dir": cid, "scenario": scenario, "optimizer": optimizer, "sharding_type": sharding,
              "dp": dp, "resume_dp": resume_dp, "save_at": save_at, "dtype": dtype, "model": model,
              "steps": steps, "verdict": verdict, "first_failure": first_failure, "wall_s": result["wall_s"]}
+    if system is not None:
+        entry["system"] = system
     return {"entry": entry, "result": result}
+
+
+FINDING = "docs/findings.md#fsdp2-resume-drops-state the optimizer state is not loaded after a DP change"
+
+
+def expect_failure(cell: Dict, reason: str = FINDING, failing_check: Optional[str] = None,
+                   errored: str = "error") -> Dict:
+    """`cell` declared expected to fail, as the runner's ApplyExpectation
+    writes it: config.expect and result.json's "expected" with what the
+    cell got. A failing cell becomes "xfail" (first failure and checks
+    kept), unless `failing_check` names another check than the one that
+    failed first: then it stays "fail", its detail saying so. A passing one
+    becomes "xpass", whose first failure is the pseudo-check
+    "expected-failure". An errored one gets `errored`: "error", as the
+    runner gives it, or "xfail", which the results format also allows.
+    Returns `cell`."""
+    entry, result = cell["entry"], cell["result"]
+    got = entry["verdict"]
+    if got not in ("pass", "fail", "error"):
+        raise ValueError(f"a {got} cell cannot be expected to fail")
+    result["config"]["expect"] = {"verdict": "fail", "reason": reason}
+    result["expected"] = {"verdict": "fail", "reason": reason, "failing_check": failing_check, "got": got}
+    verdict = got
+    if got == "pass":
+        verdict = "xpass"
+        result["first_failure"] = {"check": "expected-failure", "step": None, "tensor": None,
+                                   "detail": f"expected to fail ({reason}), but every check passed: "
+                                             "if the bug is fixed, drop the expectation"}
+    elif got == "error":
+        verdict = errored
+    elif failing_check in (None, result["first_failure"]["check"]):
+        verdict = "xfail"
+    else:
+        ff = result["first_failure"]
+        ff["detail"] = f"expected {failing_check} to fail ({reason}), but {ff['check']} failed first: {ff['detail']}"
+    entry["verdict"] = result["verdict"] = verdict
+    entry["first_failure"] = result["first_failure"]
+    return cell
+
+
+SYSTEM_VERSIONS = {"torch": "2.11.0+cu130", "python": "3.12.3"}
+
+
+def system_state_keys(optimizer: str) -> List[str]:
+    """The state keys an external system keeps for `optimizer`: its schema's
+    and torch's "step" counter, which no schema lists."""
+    keys = ["step"]
+    for names in SCHEMAS[optimizer].values():
+        keys += [k for k in names if k not in keys]
+    return keys
+
+
+def make_external_cell(system="torch-fsdp2", optimizer="adam", sharding="dcp", dp=2, resume_dp=None,
+                       save_at=None, steps=6, fail: Optional[dict] = None, raised: Optional[dict] = None,
+                       notes=(), seed=1) -> Dict:
+    """One cell of an external system under test, as RunExternalCell writes it.
+
+    Runs: the reference, "single_device" (the system on one device; its diff
+    is against the reference) and the distributed runs, each with a "diff"
+    against the reference (tolerance-level) and a "diff_single_device" on
+    params and the system's state keys (bitwise zero). Losses and grad norms
+    are null (oracle runs). Checks: tolerance-params (the reference),
+    bitwise params and state against single_device, and bitwise state of
+    the resumed run against the uninterrupted one (n/a without a resume).
+
+    fail = {"group": G, "step": S, "run": R} makes diff_single_device of G
+    jump from step S on in run R, and the check against single_device that
+    covers G fail there. raised = {"run": R, "rank": K, "phase": P, "step":
+    S, "type": T, "message": M} makes the system raise in run R: the cell
+    fails its one check "system-raised" and has no runs, schema or groups."""
+    c = make_cell(optimizer, sharding, dp, resume_dp=resume_dp, save_at=save_at, dtype="fp32",
+                  steps=steps, scenario="systems", seed=seed, tolerance=True, ranks_memory=False,
+                  system=system)
+    entry, result = c["entry"], c["result"]
+    entry["id"] = entry["dir"] = result["id"] = f"{system}.{entry['id']}"    # as the runner names them
+    keys = system_state_keys(optimizer)
+    runs = result["runs"]
+    for run in runs.values():
+        run["loss"] = None
+        run["grad_norm"] = [None] * len(run["steps"])
+    single = dict(runs["uninterrupted"], dp=1)
+    single["diff"] = {g: dict(series) for g, series in runs["uninterrupted"]["diff"].items()}
+    distributed = [name for name in ("uninterrupted", "resumed") if name in runs]
+    for name in distributed:
+        runs[name]["diff_single_device"] = {
+            g: _single_device_series(runs[name]["steps"], fail if fail and fail["run"] == name
+                                     and fail["group"] == g else None) for g in ["params"] + keys}
+    result["runs"] = {"reference": runs["reference"], "single_device": single,
+                      **{name: runs[name] for name in distributed}}
+    result.update(system_state_keys=keys, checks=external_checks(result, fail))
+    result["environment"]["system"] = {"name": system, "versions": dict(SYSTEM_VERSIONS)}
+    result["adapter"] = [{"run": name, "exit_code": 0, "log": f"{name}.log", "error": None,
+                          "notes": [f"rank 0: {note}" for note in notes]}
+                         for name in ["single_device"] + distributed]
+    first = next((ch for ch in result["checks"] if ch["verdict"] == "fail"), None)
+    if first:
+        result["first_failure"] = {"check": first["name"], "step": first["first_failing_step"],
+                                   "tensor": first["first_failing_tensor"], "detail": first["detail"]}
+    if raised:
+        _system_raised(result, raised)
+    result["verdict"] = "fail" if result["first_failure"] else "pass"
+    entry.update(verdict=result["verdict"], first_failure=result["first_failure"])
+    return c
+
+
+def _single_device_series(steps: List[int], fail: Optional[dict]) -> Dict:
+    """A diff_single_device group: bitwise zero, or a jump from fail["step"] on."""
+    size = (fail or {}).get("size", 1e-3)
+    abs_ = [size * (1 + 0.1 * i) if fail and s >= fail["step"] else 0.0 for i, s in enumerate(steps)]
+    return {"max_abs": abs_, "max_rel": [v * 10 for v in abs_], "max_ulp": [int(v / 1e-9) for v in abs_],
+            "mismatches": [3 if v else 0 for v in abs_], "tol_violations": [3 if v else 0 for v in abs_],
+            "sign_changes": [0] * len(steps)}
+
+
+def external_checks(result: Dict, fail: Optional[dict]) -> List[Dict]:
+    """The checks of an external system's cell (see make_external_cell)."""
+    distributed = [r for r in ("uninterrupted", "resumed") if r in result["runs"]]
+    both = "+".join(distributed)
+
+    def check(kind, on, against, verdict="pass", run=both, step=None, tensor=None, detail="", **figures):
+        name = f"{kind}-{on}" + ("" if against == "reference" else f"-vs-{against}")
+        return dict({"name": name, "kind": kind, "on": on, "run": run, "against": against,
+                     "atol": 1e-5 if kind == "tolerance" else 0.0, "rtol": 1.3e-3 if kind == "tolerance" else 0.0,
+                     "max_ulp": None, "verdict": verdict, "first_failing_step": step,
+                     "first_failing_tensor": tensor, "max_abs": 0.0, "max_rel": 0.0, "max_ulp_seen": 0,
+                     "detail": detail}, **figures)
+    out = [check("tolerance", "params", "reference", detail="within tolerance to the reference at 12 snapshots")]
+    for on in ("params", "state"):
+        covers = fail and (fail["group"] == on or (on == "state" and fail["group"] not in MODEL_GROUPS))
+        if covers:
+            tensor = ("state." if on == "state" else "") + f"{fail['group']}.layers.0.weight"
+            out.append(check("bitwise", on, "single_device", "fail", run=fail["run"], step=fail["step"],
+                             tensor=tensor, max_abs=fail.get("size", 1e-3),
+                             detail=f"{fail['run']} run, step {fail['step']}: {tensor}: 3 elements differ"))
+        else:
+            out.append(check("bitwise", on, "single_device",
+                             detail="bitwise equal to the single_device run at 12 snapshots"))
+    if "resumed" in distributed:
+        out.append(check("bitwise", "state", "uninterrupted", run="resumed",
+                         detail="bitwise equal to the uninterrupted run at 4 snapshots"))
+    else:
+        out.append(check("bitwise", "state", "uninterrupted", "n/a", run="",
+                         detail="no resume plan: nothing to compare with the uninterrupted run"))
+    return out
+
+
+def _system_raised(result: Dict, raised: Dict):
+    """The system raised in raised["run"]: the adapter runs stop there, the
+    cell fails its one check "system-raised" and has no runs, schema or groups."""
+    run, rank, step = raised.get("run", "resumed"), raised.get("rank", 1), raised.get("step")
+    error = {"type": raised.get("type", "RuntimeError"), "message": raised.get("message", "Missing key in checkpoint"),
+             "phase": raised.get("phase", "load"), "step": step,
+             "where": "torch/distributed/checkpoint/default_planner.py:471",
+             "traceback": ["Traceback (most recent call last):\n", "  File \"adapter.py\", line 150, in load\n",
+                           f"{raised.get('type', 'RuntimeError')}: {raised.get('message', 'Missing key in checkpoint')}\n"],
+             "rank": rank}
+    names = [a["run"] for a in result["adapter"]]
+    result["adapter"] = result["adapter"][:names.index(run) + 1]
+    result["adapter"][-1].update(exit_code=1, error=error)
+    detail = (f"{run} run, rank {rank}, {error['phase']}" + (f" at step {step}" if step is not None else "")
+              + f": {error['type']}: {error['message']} ({error['where']})")
+    result["checks"] = [{"name": "system-raised", "kind": "system-raised", "on": "state", "run": run,
+                         "against": "the run itself", "atol": 0.0, "rtol": 0.0, "max_ulp": None, "verdict": "fail",
+                         "first_failing_step": step, "first_failing_tensor": None, "max_abs": 0.0, "max_rel": 0.0,
+                         "max_ulp_seen": 0, "detail": detail}]
+    result["first_failure"] = {"check": "system-raised", "step": step, "tensor": None, "detail": detail}
+    for key in ("runs", "schema", "groups", "system_state_keys", "rel_floor"):
+        result.pop(key, None)
 
 
 def synthetic_checks(runs: Dict, groups: List[str], tolerance: bool, has_loss: bool,
@@ -279,12 +461,12 @@ def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional
             with open(os.path.join(out, c["entry"]["dir"], "result.json"), "w") as f:
                 json.dump(c["result"], f)
     entries = [c["entry"] for c in cells]
-    counts = {"cells": len(entries), "passed": sum(e["verdict"] == "pass" for e in entries),
-              "failed": sum(e["verdict"] == "fail" for e in entries),
-              "errored": sum(e["verdict"] == "error" for e in entries),
-              "skipped": sum(e["verdict"] == "skipped" for e in entries)}
+    def n(verdict):
+        return sum(e["verdict"] == verdict for e in entries)
+    counts = {"cells": len(entries), "passed": n("pass"), "failed": n("fail"), "errored": n("error"),
+              "skipped": n("skipped"), "xfailed": n("xfail"), "xpassed": n("xpass")}
     scen = sorted({e["scenario"] for e in entries})
-    ran_well = counts["passed"] + counts["skipped"] == len(entries)
+    ran_well = counts["failed"] + counts["errored"] + counts["xpassed"] == 0
     agg = {"format": "shardcheck-results/1", "verdict": "pass" if ran_well else "fail",
            "started": started, "wall_s": round(sum(e["wall_s"] for e in entries), 1),
            "environment": dict(ENV, commit=commit),
@@ -467,6 +649,28 @@ def realistic() -> List[Dict]:
                       error="rank 2 exited with signal 9 (Killed) during load")]
 
 
+def systems() -> List[Dict]:
+    """shardcheck cells beside an external system's: an expected failure that
+    failed (xfail), one that errored (an xfail, as the format allows), and
+    torch-fsdp2 cells that pass, fail against their single-device run,
+    raise (system-raised) as expected (xfail), and pass though expected to
+    fail (xpass)."""
+    return [make_cell("adam", "dp_reshardable", 2, system="shardcheck"),
+            expect_failure(make_cell("lion", "dp_reshardable", 2, resume_dp=3, save_at=4, system="shardcheck",
+                                     fail={"group": "exp_avg", "step": 6, "run": "resumed"})),
+            expect_failure(make_cell("lion", "fully_reshardable", 2, system="shardcheck",
+                                     error="rank 1 exited with signal 9 (Killed) during load"),
+                           "docs/findings.md#gloo-oom a known out-of-memory kill on small runners", errored="xfail"),
+            make_external_cell("torch-fsdp2", "adam", "dcp", 2, notes=("fully_shard on 3 modules",)),
+            make_external_cell("torch-fsdp2", "adam", "dcp", 2, resume_dp=3, save_at=3,
+                               fail={"group": "step", "step": 4, "run": "resumed"}),
+            expect_failure(make_external_cell("torch-fsdp2+fused", "adamw", "dcp", 2, resume_dp=4, save_at=3,
+                                              raised={"run": "resumed", "rank": 1, "phase": "load", "step": 3}),
+                           failing_check="system-raised"),
+            expect_failure(make_external_cell("torch-fsdp2", "adamw", "dcp", 4),
+                           "docs/findings.md#fsdp2-fused-adamw fused AdamW diverges at dp 4")]
+
+
 def large(n: int = 400, failing: int = 4, steps: int = 12) -> List[Dict]:
     """n cells over optimizer × sharding × dp plans × dtypes × models; `failing` of them fail."""
     plans = [(1, None), (2, None), (4, None), (2, 3), (3, 2), (4, 2), (2, 4), (1, 4)]
@@ -485,7 +689,8 @@ def large(n: int = 400, failing: int = 4, steps: int = 12) -> List[Dict]:
     return cells
 
 
-SETS = {"realistic": realistic, "passing": all_passing, "one-failing": one_failing, "lion": lion_only}
+SETS = {"realistic": realistic, "passing": all_passing, "one-failing": one_failing, "lion": lion_only,
+        "systems": systems}
 
 
 def main():
