@@ -48,7 +48,7 @@ PlanInputs CellPlan(const Cell& cell, std::chrono::milliseconds timeout) {
 }
 
 // One entry of "adapter" in result.json: how a run went.
-nlohmann::ordered_json AdapterRunJson(const AdapterRun& a, const std::string& cell_dir) {
+nlohmann::ordered_json AdapterRunJson(const AdapterRun& a, const fs::path& cell_dir) {
   nlohmann::ordered_json j;
   j["run"] = a.run;
   j["exit_code"] = a.exit_code;
@@ -207,29 +207,33 @@ nlohmann::ordered_json Versions(const std::vector<AdapterRun>& runs) {
   return nlohmann::ordered_json::object();
 }
 
-}  // namespace
-
-void RunExternalCell(const Cell& cell, const std::string& cell_dir,
-                     std::chrono::milliseconds timeout, nlohmann::ordered_json& j) {
+// Runs the plan's runs in order. Returns false when the system under test
+// raised (`j` then holds the failed check); throws Error for any other failure.
+bool RunPlan(const Cell& cell, const PlanInputs& plan, const std::string& plan_path,
+             nlohmann::ordered_json& j) {
   const AdapterCommand adapter = FindAdapter(cell.system);
-  const PlanInputs plan = CellPlan(cell, timeout);
-  const std::string plan_path = (fs::path(cell_dir) / "plan.json").string();
-  WriteJsonFile(plan_path, PlanJson(plan));
   std::vector<AdapterRun> done;
   j["adapter"] = nlohmann::ordered_json::array();
   for (const PlanRun& run : plan.runs) {
     done.push_back(RunAdapter(adapter, plan_path, run.name, run.dp, kAdapterRunLimitS));
-    j["adapter"].push_back(AdapterRunJson(done.back(), cell_dir));
+    j["adapter"].push_back(AdapterRunJson(done.back(), fs::path(plan_path).parent_path()));
     j["environment"]["system"] = {{"name", cell.system.Name()}, {"versions", Versions(done)}};
     if (done.back().Ok()) continue;
-    if (done.back().SystemFailed()) return SystemRaised(done.back(), j);
+    if (done.back().SystemFailed()) {
+      SystemRaised(done.back(), j);
+      return false;
+    }
     throw Error(done.back().Failure(), KindOfExit(done.back().exit_code));
   }
+  return true;
+}
+
+// shardcheck's reference and the snapshots the runs wrote.
+ExternalRuns ReadExternalRuns(const Cell& cell, const fs::path& dir) {
   ExternalRuns r;
   const auto source = MakeGradSource(cell.model, cell.seed);
   const OracleRunOptions run = CellRunOptions(cell, *source);
   r.reference = RunReferenceTrajectory(*source, run.setup, run.dtype, run.steps, run.micro_batches);
-  const fs::path dir(cell_dir);
   r.single_device =
       ReadRunSnapshots((dir / kSingleDeviceRun).string(), kSingleDeviceRun, 1, cell.steps, false);
   r.uninterrupted =
@@ -238,6 +242,11 @@ void RunExternalCell(const Cell& cell, const std::string& cell_dir,
     r.resumed = ReadRunSnapshots((dir / kResumedRun).string(), kResumedRun,
                                  cell.resume->save_at + 1, cell.steps, true);
   r.groups = GroupsOf(r.single_device.snapshots.back().tensors);
+  return r;
+}
+
+// schema, system_state_keys, groups, rel_floor, runs, checks, verdict.
+void AddExternalResult(const Cell& cell, const ExternalRuns& r, nlohmann::ordered_json& j) {
   const std::vector<std::string> reference_groups = GroupsOf(r.reference.snapshots.back().tensors);
   nlohmann::ordered_json schema = nlohmann::ordered_json::object();
   for (const OptimizerConfig* c : cell.optimizer.setup.Children())
@@ -251,6 +260,17 @@ void RunExternalCell(const Cell& cell, const std::string& cell_dir,
   j["rel_floor"] = RelFloor(CountTolerance(cell).first);
   j["runs"] = RunsJson(cell, r, reference_groups);
   JudgeChecks(cell, r, j);
+}
+
+}  // namespace
+
+void RunExternalCell(const Cell& cell, const std::string& cell_dir,
+                     std::chrono::milliseconds timeout, nlohmann::ordered_json& j) {
+  const PlanInputs plan = CellPlan(cell, timeout);
+  const std::string plan_path = (fs::path(cell_dir) / "plan.json").string();
+  WriteJsonFile(plan_path, PlanJson(plan));
+  if (!RunPlan(cell, plan, plan_path, j)) return;
+  AddExternalResult(cell, ReadExternalRuns(cell, cell_dir), j);
 }
 
 }  // namespace shardcheck
