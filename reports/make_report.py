@@ -41,6 +41,12 @@ failing step and tensor, and memory per rank.
 With --baseline, cells are matched by id and changes are flagged. See
 docs/reports.md.
 
+releases compared: when an external system appears at two or more releases
+(system megatron-core@0.18.2 and megatron-core@0.19.2), both outputs pair
+its cells across releases (same id without the @<version>) in one table per
+system, with each release's verdict and first failure and whether the row
+is the same, fixed, regressed or changed.
+
 performance: the Google Benchmark JSON files DIR/*.json of --bench DIR (for
 example out/bench, which ci/bench writes; ci/demo passes it when it exists),
 or without --bench those of RESULTS_DIR/bench/*.json. Nothing else is

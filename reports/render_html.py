@@ -8,7 +8,10 @@ not covered. Cell sections come failing/errored first, then the others
 (passing, skipped), each in run order, and each section's id is the cell id
 (the matrix links to it). With a selftest.json beside results.json, a
 "Detection power" section (id "detection", detection.py) comes before the
-cells, linked from the navigation.
+cells, linked from the navigation. When an external system appears at two
+or more releases (megatron-core@0.18.2 and @0.19.2), a "Releases compared"
+section (id "releases", releases.py) follows the navigation: one table per
+system base pairing its cells across releases, with what changed.
 
 Red marks failure only: a group table row is red only when a check that
 covers the group failed (summary.group_coverage), and then only the figures
@@ -41,6 +44,7 @@ import bench_plots
 import compare as compare_mod
 import matrix as matrix_mod
 import plots
+import releases as releases_mod
 import summary
 from bench import STEP_SPLIT, Benchmark, Repeated, cost_growth, ratios, shown, size_label
 from detection import Detection
@@ -394,5 +398,5 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
         flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],
         benchmarks=listed, ratios=bench_ratios, counter_names=counter_names,
         growth=_cost_growth(list(benchmarks)),
-        detection=detection,
+        detection=detection, releases=releases_mod.compare_releases(results.cells),
         plotted_count=sum(1 for v in plotted.values() if v == ""), options=options)

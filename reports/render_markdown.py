@@ -3,9 +3,11 @@
 The verdict, then three lines answering the reviewer's questions
 (answers.py): the first failure (cell, step, tensor, check), what changed
 against the baseline, what was not covered. Then the environment, the
-counts (xfail and xpass apart from passed and failed), the matrix as a
-table, the cells that fail the run with their first divergence, the cells
-declared expected to fail (xfail, xpass) with their reasons and what they
+counts (xfail and xpass apart from passed and failed), the releases
+compared when an external system appears at two or more releases
+(releases.py: one table per system base, its counts by change above it),
+the matrix as a table, the cells that fail the run with their first
+divergence, the cells declared expected to fail (xfail, xpass) with their reasons and what they
 got, the baseline differences when there is a baseline, and a link to the
 HTML report. With a selftest.json (detection.py), one line under the counts says
 how many failpoints were caught and names those that escaped. The whole text stays under LIMIT characters
@@ -17,6 +19,7 @@ from typing import List, Optional, Sequence
 import answers as answers_mod
 import compare as compare_mod
 import matrix as matrix_mod
+import releases as releases_mod
 import summary
 from bench import Benchmark
 from detection import Detection
@@ -81,6 +84,55 @@ def _expected_lines(results: Results) -> List[str]:
         rows.append(f"| `{cell_text(c.id, 200)}` | {matrix_mod.SYMBOL.get(c.verdict, '')} {c.verdict} | "
                     f"{cell_text(exp.got_text, 40)} | {cell_text(exp.reason, 300)}{check} |")
     return rows
+
+
+def _release_text(o: Optional[releases_mod.Outcome]) -> str:
+    """One release's cell of a row: "❌ fail `check`: detail · expected to fail: <reason>", or "—"."""
+    if o is None:
+        return "—"
+    text = f"{matrix_mod.SYMBOL.get(o.verdict, '')} {o.verdict}"
+    if o.check:
+        text += f" `{cell_text(o.check, 80)}`" + (":" if o.detail else "")
+    if o.detail:
+        text += " " + cell_text(o.detail, releases_mod.DETAIL_CHARS + 20)
+    if o.expected:
+        text += f" · expected to fail: {cell_text(o.expected, 80)}"
+    return text
+
+
+def _release_tables(tables: List[releases_mod.ReleaseTable], room: int) -> List[str]:
+    """The "Releases compared" section in at most about `room` characters:
+    per system base, its counts line and its table; rows that do not fit
+    are left out with a note."""
+    out = ["### Releases compared", "",
+           "_Cells of an external system pinned at several releases, paired by their id without the "
+           "`@<version>`. same: verdicts and first failing checks agree; fixed: the oldest release broke "
+           "(fail, error, xfail) and the newest passed; regressed: the reverse; changed: otherwise._", ""]
+    for t in tables:
+        versions = " → ".join(f"`{cell_text(v, 40)}`" for v in t.versions)
+        head = [f"**{cell_text(t.base, 80)}** {versions}: {t.counts_text()}.", "",
+                "| cell | " + " | ".join(cell_text(v, 40) for v in t.versions) + " | change |",
+                "|---|" + "---|" * len(t.versions) + "---|"]
+        rows = []
+        for r in t.rows:
+            parts = ([f"+{r.variant}"] if r.variant else []) + [r.get("optimizer"), r.get("sharding_type"),
+                                                                 t.plan(r), r.get("dtype")]
+            parts += [r.get("model")] if t.varies("model") else []
+            cell = " · ".join(str(p) for p in parts if p is not None)
+            rows.append(f"| {cell_text(cell, 160)} | " + " | ".join(_release_text(o) for o in r.outcomes)
+                        + f" | {cell_text(t.change_label(r), 40)} |")
+        left_room = room - len("\n".join(out)) - len("\n".join(head))
+        if left_room <= 0:
+            out += [f"_… {len(t.rows)} {cell_text(t.base, 80)} rows left out to stay under the limit; "
+                    "see the HTML report._", ""]
+            continue
+        kept, left = _fit(rows, left_room)
+        out += head + kept
+        if left:
+            out += ["", f"_… and {left} more {cell_text(t.base, 80)} rows left out to stay under the limit; "
+                        "see the HTML report._"]
+        out.append("")
+    return out
 
 
 def counts_line(counts: dict) -> str:
@@ -242,6 +294,10 @@ def render(results: Results, baseline: Optional[Results] = None, html_link: str 
 
     budget = limit - RESERVE - len("\n".join(head)) - len("\n".join(tail))
     body: List[str] = []
+
+    releases = releases_mod.compare_releases(results.cells)
+    if releases:
+        body += _release_tables(releases, budget // 4)
 
     matrix = _matrix_lines(results)
     kept, left = _fit(matrix[2:], budget // 2 - len(matrix[0]) - len(matrix[1]))

@@ -32,6 +32,7 @@ EXPECTED = {
     # Systems under test and expected failures (docs/systems.md, docs/scenarios.md)
     "unknown_system.yaml": ("unknown system 'megatron'", 3),
     "system_unknown_variant.yaml": ("unknown variant 'turbo' of system torch-fsdp2", 3),
+    "system_unknown_version.yaml": ("system megatron-core has no pinned release '0.17.0'", 3),
     "sharding_type_dcp_typo.yaml": ("or dcp", 6),
     "expect_without_reason.yaml": ("expect: fail needs a reason", 7),
     "expect_not_fail.yaml": ("the only expectation is fail", 7),

@@ -693,7 +693,10 @@ std::vector<CheckSpec> ExternalDefaultChecks(const Cell& c) {
     }
   for (CheckOn o : on) {
     const ExternalTolerance t =
-        ExternalReferenceTolerance(c.system, c.optimizer.setup, o == CheckOn::kState);
+        ExternalReferenceTolerance(c.system, c.optimizer.setup, c.dtype,
+                                   o == CheckOn::kState        ? ToleranceOn::kState
+                                   : o == CheckOn::kMainParams ? ToleranceOn::kMainParams
+                                                               : ToleranceOn::kParams);
     checks.push_back({CheckKind::kTolerance, o, t.atol, t.rtol, -1});
   }
   return checks;

@@ -361,5 +361,46 @@ include:
   EXPECT_EQ(sc.cells[1].expect_fail->check, "");
 }
 
+TEST(ScenarioSystems, VersionedSystemsNameTheirReleaseAndWhatTheyLack) {
+  const Scenario sc = LoadScenario(Write("systems_megatron", R"(name: meg
+system: [megatron-core, megatron-core@0.18.2]
+model: oracle:mixed-small
+optimizer: [adamw, muon_lion, sgd]
+sharding_type: [fully_reshardable, dcp]
+dtype: [fp32, bf16]
+dp: 2
+resume: {save_at: 4, dp: 3}
+steps: 8
+)"));
+  // megatron-core alone is its newest pinned release, named in full.
+  const Cell& newest =
+      Find(sc, "megatron-core@0.19.2.adamw.fully_reshardable.dp2-to-dp3@4.fp32.oracle-mixed-small");
+  EXPECT_EQ(newest.system.version, "0.19.2");
+  EXPECT_EQ(newest.unsupported, "");
+  EXPECT_EQ(CellDimension(newest, "system"), "megatron-core@0.19.2");
+  const Cell& old =
+      Find(sc, "megatron-core@0.18.2.muon_lion.fully_reshardable.dp2-to-dp3@4.bf16.oracle-mixed-small");
+  EXPECT_EQ(old.unsupported, "");
+  EXPECT_FALSE(old.system == newest.system);
+  const auto labels = old.Labels();
+  for (const char* l : {"checkpoint", "systems", "megatron", "muon_lion", "dp3"})
+    EXPECT_NE(std::find(labels.begin(), labels.end(), l), labels.end()) << l;
+  // bf16 main params are checked too; Muon against the reference within its own bound.
+  std::vector<std::string> names;
+  for (const CheckSpec& c : old.checks) names.push_back(c.Name());
+  EXPECT_NE(std::find(names.begin(), names.end(), "bitwise-main_params-vs-uninterrupted"),
+            names.end());
+  EXPECT_NE(Find(sc, "megatron-core@0.19.2.muon_lion.fully_reshardable.dp2-to-dp3@4.fp32."
+                     "oracle-mixed-small")
+                .unsupported.find("needs a bf16 model"),
+            std::string::npos);
+  EXPECT_NE(Find(sc, "megatron-core@0.19.2.sgd.fully_reshardable.dp2-to-dp3@4.fp32.oracle-mixed-small")
+                .unsupported.find("its adapter drives adam, adamw and lion"),
+            std::string::npos);
+  EXPECT_NE(Find(sc, "megatron-core@0.18.2.adamw.dcp.dp2-to-dp3@4.fp32.oracle-mixed-small")
+                .unsupported.find("has no sharding type dcp"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardcheck

@@ -18,6 +18,8 @@ std::string AdapterFolder(SystemKind kind) {
   switch (kind) {
     case SystemKind::kTorchFsdp2:
       return "torch_fsdp2";
+    case SystemKind::kMegatronCore:
+      return "megatron_core";
     case SystemKind::kShardcheck:
       break;
   }

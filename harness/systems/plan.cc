@@ -58,7 +58,9 @@ nlohmann::ordered_json PlanJson(const PlanInputs& in) {
   nlohmann::ordered_json j;
   j["format"] = kPlanFormat;
   j["cell"] = in.cell;
-  j["system"] = {{"name", in.system.BaseName()}, {"variant", in.system.variant}};
+  j["system"] = {{"name", in.system.BaseName()},
+                 {"variant", in.system.variant},
+                 {"version", in.system.version}};
   j["model"] = {
       {"name", in.model.name}, {"dtype", in.dtype}, {"params", ParamsJson(in.model, in.dtype)}};
   j["oracle"] = {

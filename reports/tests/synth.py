@@ -13,9 +13,12 @@ becomes "xfail", a passing one "xpass". `make_external_cell(...)` makes a
 cell of an external system under test (e.g. "torch-fsdp2"): a single-device
 run, `diff_single_device` on the system's own state keys, adapter runs and
 versions, or, with `raised`, the one `system-raised` check and no runs.
+`release_cell(version, sharding)` makes one of a system pinned at a release
+("megatron-core@0.19.2"), as the megatron-core run that compared two
+releases wrote it; `releases()` is that run's eight cells.
 
 Command line (for measurements and screenshots):
-    synth.py {realistic,passing,one-failing,lion,systems,large} OUT_DIR [--cells N] [--bench] [--selftest]
+    synth.py {realistic,passing,one-failing,lion,systems,releases,large} OUT_DIR [--cells N] [--bench] [--selftest]
 """
 import argparse
 import json
@@ -317,6 +320,55 @@ def make_external_cell(system="torch-fsdp2", optimizer="adam", sharding="dcp", d
     return c
 
 
+# What the megatron-core run that compared two pinned releases (system: megatron-core@0.18.2 and
+# megatron-core@0.19.2; adamw, dp 2 -> 3 saved at step 4, fp32, oracle:mixed-small) raised, per
+# sharding type: (run, phase, type, message, file, line in 0.18.2). Both releases raised the same,
+# 56 lines further down in 0.19.2's distrib_optimizer.py.
+MEGATRON_RAISED = {
+    "dp_reshardable": ("resumed", "load", "RuntimeError", "a view of a leaf Variable that requires grad is being "
+                       "used in an in-place operation.", "megatron/core/optimizer/distrib_optimizer.py", 1169),
+    "fully_reshardable": ("resumed", "load", "KeyError", "'step'", "megatron/core/optimizer/distrib_optimizer.py",
+                          1167),
+    "fully_sharded_model_space": ("uninterrupted", "save", "CheckpointingException",
+                                  "ShardedTensor.flattened_range is not supported.",
+                                  "megatron/core/dist_checkpointing/mapping.py", 134),
+    "dp_zero_gather_scatter": ("resumed", "load", "RuntimeError", "a view of a leaf Variable that requires grad is "
+                               "being used in an in-place operation.", "megatron/core/optimizer/distrib_optimizer.py",
+                               1169),
+}
+MEGATRON_FUNCTION = {"distrib_optimizer.py": "_set_main_param_and_optimizer_states",
+                     "mapping.py": "validate_metadata_integrity"}
+
+
+def release_cell(version: str, sharding: str = "dp_reshardable", raised: bool = True, base: str = "megatron-core",
+                 variant: Optional[str] = None, optimizer: str = "adamw", fail: Optional[dict] = None) -> Dict:
+    """One cell of `base` pinned at `version` (system "<base>@<version>[+<variant>]"), named as
+    the runner names it: "<system>.<optimizer>.<sharding>.dp2-to-dp3@4.fp32.oracle-mixed-small".
+    raised=True gives it what the megatron-core run raised for `sharding` (MEGATRON_RAISED, the
+    line moved down 56 from 0.19 on); raised=False lets it pass, or fail `fail` as in
+    make_external_cell."""
+    system = f"{base}@{version}" + (f"+{variant}" if variant else "")
+    how = None
+    if raised:
+        run, phase, kind, message, path, line = MEGATRON_RAISED[sharding]
+        if path.endswith("distrib_optimizer.py") and version_tuple(version) >= (0, 19):
+            line += 56
+        how = {"run": run, "rank": 0, "phase": phase, "step": 4, "type": kind, "message": message,
+               "where": f"{path}:{line} in {MEGATRON_FUNCTION[os.path.basename(path)]}"}
+    c = make_external_cell(system, optimizer, sharding, 2, resume_dp=3, save_at=4, steps=12, fail=fail, raised=how)
+    entry, result = c["entry"], c["result"]
+    cid = f"{system}.{optimizer}.{sharding}.dp2-to-dp3@4.fp32.oracle-mixed-small"
+    entry.update(id=cid, dir=cid, model="oracle:mixed-small", scenario="megatron-probe", skipped=None)
+    result.update(id=cid)
+    result["config"]["model"] = "oracle:mixed-small"
+    result["environment"]["system"]["versions"] = {"megatron-core": version, **SYSTEM_VERSIONS}
+    return c
+
+
+def version_tuple(version: str):
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
 def _single_device_series(steps: List[int], fail: Optional[dict]) -> Dict:
     """A diff_single_device group: bitwise zero, or a jump from fail["step"] on."""
     size = (fail or {}).get("size", 1e-3)
@@ -364,7 +416,7 @@ def _system_raised(result: Dict, raised: Dict):
     run, rank, step = raised.get("run", "resumed"), raised.get("rank", 1), raised.get("step")
     error = {"type": raised.get("type", "RuntimeError"), "message": raised.get("message", "Missing key in checkpoint"),
              "phase": raised.get("phase", "load"), "step": step,
-             "where": "torch/distributed/checkpoint/default_planner.py:471",
+             "where": raised.get("where", "torch/distributed/checkpoint/default_planner.py:471"),
              "traceback": ["Traceback (most recent call last):\n", "  File \"adapter.py\", line 150, in load\n",
                            f"{raised.get('type', 'RuntimeError')}: {raised.get('message', 'Missing key in checkpoint')}\n"],
              "rank": rank}
@@ -671,6 +723,14 @@ def systems() -> List[Dict]:
                            "docs/findings.md#fsdp2-fused-adamw fused AdamW diverges at dp 4")]
 
 
+def releases() -> List[Dict]:
+    """The megatron-core run that compared two pinned releases: adamw, dp 2 -> 3 at step 4, on
+    each sharding type, at 0.18.2 then 0.19.2 (run order as it wrote them). Every cell raised,
+    the same in both releases (MEGATRON_RAISED)."""
+    order = ["dp_reshardable", "fully_reshardable", "fully_sharded_model_space", "dp_zero_gather_scatter"]
+    return [release_cell(v, s) for v in ("0.18.2", "0.19.2") for s in order]
+
+
 def large(n: int = 400, failing: int = 4, steps: int = 12) -> List[Dict]:
     """n cells over optimizer × sharding × dp plans × dtypes × models; `failing` of them fail."""
     plans = [(1, None), (2, None), (4, None), (2, 3), (3, 2), (4, 2), (2, 4), (1, 4)]
@@ -690,7 +750,7 @@ def large(n: int = 400, failing: int = 4, steps: int = 12) -> List[Dict]:
 
 
 SETS = {"realistic": realistic, "passing": all_passing, "one-failing": one_failing, "lion": lion_only,
-        "systems": systems}
+        "systems": systems, "releases": releases}
 
 
 def main():

@@ -91,6 +91,11 @@ class System:
         """Loads what save() wrote (possibly at another DP size) through the system's own API."""
         raise NotImplementedError
 
+    def final_notes(self):
+        """Lines for rank_<r>.json written when the run ends, however it ends (what the adapter
+        counted while driving the system, e.g. redirected calls)."""
+        return []
+
     def snapshot(self):
         """The whole model-space state in shardcheck's layout on rank 0 (see snapshot.py), None on
         the other ranks."""
@@ -253,7 +258,10 @@ def main(system_cls, argv=None):
     record["exit_code"] = code
     if runner is not None:
         record["steps_done"] = runner.steps_done
-        record["notes"] = runner.system.notes
+        try:
+            record["notes"] = runner.system.notes + list(runner.system.final_notes())
+        except Exception as e:  # noqa: BLE001 - the record must still be written
+            record["notes"] = runner.system.notes + [f"final_notes failed: {e}"]
     record["wall_s"] = round(time.time() - t0, 3)
     try:
         _write_rank_file(run, rank, record)
