@@ -4,7 +4,8 @@
 # adapter's errors). They run in the systems' venv, .venv-torch
 # (ci/setup-systems, which ci/test calls); the scenario cells of
 # scenarios/ci/systems_fsdp2.yaml run with the other scenarios/ci cells
-# (process_tests.cmake), labelled systems and fsdp2.
+# (process_tests.cmake), labelled systems and fsdp2; those of
+# scenarios/ci/systems_megatron.yaml likewise, labelled systems and megatron.
 set(systems_python ${PROJECT_SOURCE_DIR}/.venv-torch/bin/python)
 add_test(NAME systems.oracle_port
   COMMAND ${systems_python} -m unittest ${PROJECT_SOURCE_DIR}/systems/common/oracle_test.py
@@ -25,3 +26,13 @@ add_test(NAME systems.expectations
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(systems.expectations PROPERTIES LABELS "systems;unit" TIMEOUT 300
   PROCESSORS 2 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+# megatron-core's findings confirmed (docs/findings.md): each finding's cell
+# against a copy of the release with its one spot patched must pass. The
+# cells that show the findings unpatched are scenarios/ci/systems_megatron.yaml
+# (xfail), run with the other scenarios/ci cells.
+add_test(NAME systems.megatron_confirm
+  COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider
+          ${PROJECT_SOURCE_DIR}/systems/megatron_core/confirm_test.py --binary $<TARGET_FILE:shardcheck>
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(systems.megatron_confirm PROPERTIES LABELS "systems;megatron;checkpoint"
+  TIMEOUT 900 PROCESSORS 2 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")

@@ -197,6 +197,20 @@ class _Runner:
                 self.guarded("save", t, s.save, r.save_dir, t)
 
 
+def _reap_children():
+    """Stops the processes the system started in this rank (megatron's checkpoint save starts a
+    multiprocessing Manager server per save). os._exit skips the finalizers that would stop
+    them, and left running they outlive the cell and hold its memory."""
+    import multiprocessing
+    children = multiprocessing.active_children()
+    for p in children:
+        p.terminate()
+    for p in children:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+
+
 def _write_rank_file(run, rank, record):
     os.makedirs(run.out_dir, exist_ok=True)
     path = os.path.join(run.out_dir, f"rank_{rank}.json")
@@ -273,6 +287,7 @@ def main(system_cls, argv=None):
             runner.system.close()
         except Exception:  # noqa: BLE001 - the run is done; leaving the group is best effort
             pass
+    _reap_children()
     sys.stdout.flush()
     # os._exit: a failed rank must not wait in the process group's teardown for peers that died.
     os._exit(code)

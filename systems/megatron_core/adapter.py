@@ -35,8 +35,6 @@ from common.plan import PlanError  # noqa: E402
 
 VERSIONS = ("0.18.2", "0.19.2")
 SHARDING_TYPES = ("dp_reshardable", "fully_reshardable", "fully_sharded_model_space", "dp_zero_gather_scatter")
-# The registry's setups this adapter maps onto megatron's OptimizerConfig: setup name ->
-# (optimizer, muon_scalar_optimizer or None).
 # emerging-optimizers' Newton-Schulz coefficient sets megatron names (muon_coefficient_type),
 # as in the plan's ns_coefficients: one triple for every iteration, or one per iteration.
 NS_COEFFICIENTS = {
@@ -44,8 +42,16 @@ NS_COEFFICIENTS = {
     "quintic": [4.0848, -6.8946, 2.9270, 3.9505, -6.3029, 2.6377, 3.7418, -5.5913, 2.3037,
                 2.8769, -3.1427, 1.2046, 2.8366, -3.0525, 1.2012],
 }
-SETUPS = {"adam": ("adam", None), "adamw": ("adam", None), "lion": ("lion", None),
-          "muon_adam": ("muon", "adam"), "muon_lion": ("muon", "lion")}
+# The registry setups this adapter maps onto megatron's OptimizerConfig, by the kinds of the
+# setup's children: kinds -> (optimizer, muon_scalar_optimizer or None, decoupled_weight_decay).
+# Muon's scalar "adam" is AdamW in both (the registry's as_scalar trait; megatron's default).
+SETUPS = {("adam",): ("adam", None, False), ("adamw",): ("adam", None, True), ("lion",): ("lion", None, True),
+          ("muon", "adamw"): ("muon", "adam", True), ("muon", "lion"): ("muon", "lion", True)}
+
+
+def setup_kinds(plan):
+    """The kinds of the plan's setup children, in order ("muon", "lion")."""
+    return tuple(c.get("kind") for c in plan.setup.get("children", []))
 
 
 # A copy of an installed release with a finding's one spot patched, for the
@@ -72,15 +78,15 @@ class MegatronCore(System):
             raise PlanError(f"{plan.path}: megatron-core {version} is not installed at "
                             f"{megatron_root(version)} (run ci/setup-systems)")
         name = plan.setup.get("name")
-        if name not in SETUPS:
-            raise PlanError(f"{plan.path}: megatron-core has no setup {name} (this adapter runs "
-                            f"{', '.join(SETUPS)})")
+        if setup_kinds(plan) not in SETUPS:
+            raise PlanError(f"{plan.path}: megatron-core's adapter has no setup {name} (it runs "
+                            f"{', '.join('_'.join(k) for k in SETUPS)})")
         if plan.sharding_type not in SHARDING_TYPES:
             raise PlanError(f"{plan.path}: megatron-core's DistributedOptimizer has no sharding "
                             f"type {plan.sharding_type}")
         if plan.setup.get("max_grad_norm", 0):
             raise PlanError(f"{plan.path}: megatron-core's adapter does not clip gradients")
-        muon = SETUPS[name][0] == "muon"
+        muon = SETUPS[setup_kinds(plan)][0] == "muon"
         if muon and cls.coefficient_type(plan.hyper(0)) is None:
             raise PlanError(f"{plan.path}: megatron-core's Muon takes the Newton-Schulz coefficient sets "
                             f"{', '.join(NS_COEFFICIENTS)}, not {plan.hyper(0).get('ns_coefficients')}")
@@ -200,7 +206,7 @@ class MegatronCore(System):
     def _optimizer_config(self):
         from megatron.core.optimizer import OptimizerConfig
         setup = self.plan.setup
-        optimizer, scalar = SETUPS[setup["name"]]
+        optimizer, scalar, decoupled = SETUPS[setup_kinds(self.plan)]
         children = setup["children"]
         first = children[0]
         kw = dict(optimizer=optimizer, lr=first["lr"], min_lr=0.0, weight_decay=first["weight_decay"],
@@ -208,7 +214,7 @@ class MegatronCore(System):
                   use_distributed_optimizer=True)
         if optimizer == "adam":
             kw.update(adam_beta1=first["beta1"], adam_beta2=first["beta2"], adam_eps=first["eps"],
-                      decoupled_weight_decay=setup["name"] == "adamw")
+                      decoupled_weight_decay=decoupled)
         elif optimizer == "lion":
             kw.update(lion_beta1=first["beta1"], lion_beta2=first["beta2"])
         else:
@@ -253,7 +259,7 @@ class MegatronCore(System):
         del torch
 
     def _muon(self):
-        return SETUPS[self.plan.setup["name"]][0] == "muon"
+        return SETUPS[setup_kinds(self.plan)][0] == "muon"
 
     def _layout(self, module, ddp_config):
         """The param layout megatron's training loop computes before it wraps the model: the
@@ -278,10 +284,11 @@ class MegatronCore(System):
         groups = [{"params": [by_name[n] for n in g.params], "weight_decay": g.weight_decay * g.wd_mult}
                   for g in self.plan.groups if g.params]
         self.single_lr = [g.lr for g in self.plan.groups if g.params]
-        if setup["name"] in ("adam", "adamw"):
-            cls = torch.optim.AdamW if setup["name"] == "adamw" else torch.optim.Adam
+        kind = setup_kinds(self.plan)[0]
+        if kind in ("adam", "adamw"):
+            cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
             return cls(groups, lr=first["lr"], betas=(first["beta1"], first["beta2"]), eps=first["eps"])
-        if setup["name"] == "lion":
+        if kind == "lion":
             from emerging_optimizers.scalar_optimizers import Lion
             return Lion(groups, lr=first["lr"], betas=(first["beta1"], first["beta2"]))
         raise PlanError(f"{self.plan.path}: no single-device optimizer for {setup['name']} yet")
