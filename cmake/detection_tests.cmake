@@ -6,7 +6,7 @@
 # line here. Label: detection.
 set(silent_failpoints_file ${CMAKE_BINARY_DIR}/silent_failpoints.txt)
 add_custom_command(OUTPUT ${silent_failpoints_file}
-  COMMAND shardcheck selftest --names ${silent_failpoints_file}
+  COMMAND shardcheck selftest --force --names ${silent_failpoints_file}
   DEPENDS shardcheck
   COMMENT "Listing the silent-bug failpoints for ctest"
   VERBATIM)

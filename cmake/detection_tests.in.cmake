@@ -8,7 +8,7 @@ endif()
 file(STRINGS "@silent_failpoints_file@" failpoints)
 foreach(fp ${failpoints})
   set(name "detection.${fp}")
-  add_test(${name} "@shardcheck_binary@" selftest --failpoint ${fp} --quiet
+  add_test(${name} "@shardcheck_binary@" selftest --failpoint ${fp} --quiet --force
            --ci-dir "@PROJECT_SOURCE_DIR@/scenarios/ci" --out "@detection_tests_out@/${fp}")
   set_tests_properties(${name} PROPERTIES LABELS "detection" TIMEOUT 300)
 endforeach()

@@ -7,7 +7,7 @@
 # without a line here.
 set(optimizer_setups_file ${CMAKE_BINARY_DIR}/optimizer_setups.txt)
 add_custom_command(OUTPUT ${optimizer_setups_file}
-  COMMAND shardcheck optimizers --names --out ${optimizer_setups_file}
+  COMMAND shardcheck optimizers --names --force --out ${optimizer_setups_file}
   DEPENDS shardcheck
   COMMENT "Listing the registry's optimizer setups for ctest"
   VERBATIM)

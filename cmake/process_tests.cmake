@@ -16,7 +16,7 @@
 file(GLOB scenario_ci_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/scenarios/ci/*.yaml)
 set(scenario_tests_file ${CMAKE_BINARY_DIR}/scenario_tests.cmake)
 add_custom_command(OUTPUT ${scenario_tests_file}
-  COMMAND shardcheck list ${scenario_ci_files} --ctest ${scenario_tests_file} --group-by optimizer,sharding_type
+  COMMAND shardcheck list ${scenario_ci_files} --force --ctest ${scenario_tests_file} --group-by optimizer,sharding_type
           --thread-comm in-process
           --binary $<TARGET_FILE:shardcheck> --out-root ${CMAKE_BINARY_DIR}/scenario-out
   DEPENDS shardcheck ${scenario_ci_files}
@@ -33,10 +33,10 @@ set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${CMAKE_BINARY_DIR}/sc
 # layer-wise), and the real model whose fp32 gradient sums go through Gloo.
 add_test(NAME run.gloo_thread_ranks.oracle
   COMMAND shardcheck run ${PROJECT_SOURCE_DIR}/scenarios/ci/oracle_reshard.yaml --filter optimizer=muon_lion
-          --thread-comm gloo --quiet --out ${CMAKE_BINARY_DIR}/test-out/gloo_thread_ranks/oracle)
+          --thread-comm gloo --quiet --force --out ${CMAKE_BINARY_DIR}/test-out/gloo_thread_ranks/oracle)
 add_test(NAME run.gloo_thread_ranks.real_model
   COMMAND shardcheck run ${PROJECT_SOURCE_DIR}/scenarios/ci/tiny_models_fp32.yaml
-          --thread-comm gloo --quiet --out ${CMAKE_BINARY_DIR}/test-out/gloo_thread_ranks/real_model)
+          --thread-comm gloo --quiet --force --out ${CMAKE_BINARY_DIR}/test-out/gloo_thread_ranks/real_model)
 set_tests_properties(run.gloo_thread_ranks.oracle run.gloo_thread_ranks.real_model PROPERTIES
   LABELS "checkpoint;gloo" TIMEOUT 300 PROCESSORS 2)
 
@@ -65,6 +65,39 @@ add_test(NAME cli.contract
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/cli/cli_contract_test.py
           $<TARGET_FILE:shardcheck> ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.contract PROPERTIES LABELS "reliability;unit" TIMEOUT 300 PROCESSORS 2)
+
+# The edges of a run: no PASS without a check, no output overwritten,
+# interrupted runs write what finished, stopped runs leave no --out, ranks
+# die with their launcher, duplicate cells refused (docs/reliability.md).
+add_test(NAME cli.edges
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/cli/cli_edges_test.py
+          $<TARGET_FILE:shardcheck> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.edges PROPERTIES LABELS "reliability" TIMEOUT 600 PROCESSORS 2)
+
+# Every numeric flag of every subcommand, from its --help, tried with 0, -1
+# and a huge value: out of range is refused, naming the flag.
+add_test(NAME cli.numeric_flags
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/cli/cli_numeric_flags_test.py
+          $<TARGET_FILE:shardcheck> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.numeric_flags PROPERTIES LABELS "reliability" TIMEOUT 300)
+
+# The shipped scenarios leave no comparison group unchecked, or say why
+# (`unchecked:`; docs/scenarios.md, "Nothing left unchecked").
+add_test(NAME scenario.nothing_unchecked
+  COMMAND /bin/sh -c "out=$($<TARGET_FILE:shardcheck> list \"$@\" 2>&1 >/dev/null) || exit 2; if [ -n \"$out\" ]; then printf '%s\\n' \"$out\"; exit 1; fi; echo 'every shipped cell checks every group, or its scenario says why'"
+          sh ${PROJECT_SOURCE_DIR}/scenarios/default.yaml ${PROJECT_SOURCE_DIR}/scenarios/seed_regression_lion.yaml
+          ${PROJECT_SOURCE_DIR}/scenarios/multi_gpu.yaml ${PROJECT_SOURCE_DIR}/scenarios/systems.yaml ${scenario_ci_files})
+set_tests_properties(scenario.nothing_unchecked PROPERTIES LABELS "unit;checkpoint" TIMEOUT 120)
+
+# The headline scenario checks what it says: its resharded gpt-tiny cells
+# (dp 2 -> 4, both sharding types) compare params, main params and every state
+# key bitwise against the reference at every step.
+add_test(NAME scenario.seed_regression_bitwise
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/harness/matrix/seed_regression_test.py
+          $<TARGET_FILE:shardcheck> ${PROJECT_SOURCE_DIR}/scenarios/seed_regression_lion.yaml
+          ${CMAKE_BINARY_DIR}/test-out/seed_regression_bitwise model=gpt-tiny,resume_dp=4)
+set_tests_properties(scenario.seed_regression_bitwise PROPERTIES LABELS "checkpoint;muon_lion"
+                     TIMEOUT 600 PROCESSORS 2)
 
 # Malformed scenario files: each refused with exit code 2 and one FILE:LINE:COLUMN
 # line; the anchor/alias/merge-key files of valid_scenarios/ list their cells.

@@ -406,8 +406,13 @@ void CheckListedFiles(const std::string& dir, const CheckpointMetadata& m) {
 }  // namespace
 
 CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
-  if (!fs::is_directory(dir))
-    throw Error("checkpoint " + dir + " does not exist or is not a folder");
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) throw Error("checkpoint " + dir + " does not exist");
+  if (!fs::is_directory(dir, ec))
+    throw Error("checkpoint " + dir + " is a file, not a checkpoint folder" +
+                (fs::path(dir).extension() == ".safetensors"
+                     ? std::string(" (a .safetensors file: compare it with `shardcheck ckpt-diff`)")
+                     : std::string()));
   std::string name = dir;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
   if (IsInterruptedSaveName(fs::path(name).filename().string()))

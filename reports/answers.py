@@ -5,14 +5,17 @@ the top of the HTML report and the top lines of the Markdown summary.
    (load.FAILED: fail, error or xpass) in the report's order (run order),
    where it first broke (summary.first_failure: step, tensor, check), and
    how many other cells failed, errored or passed unexpectedly. An expected
-   failure (xfail) is not a failure here.
+   failure (xfail) is not a failure here. A run in which nothing failed
+   but no cell ran its checks (all skipped) says that nothing was checked,
+   never that it passed; an interrupted run says how many cells finished.
 2. What changed against the baseline? compare.baseline_changes: new
    failures, fixed cells, shifted loss curves, performance changes. None
    without a baseline.
 3. What was not covered? Skipped cells with their reasons, expected
    failures (xfail: a known bug keeps them from judging the code) with
-   theirs, the checks that said "n/a" (by name, with the number of cells),
-   and the tensor groups that no check covers (summary.group_coverage).
+   theirs, the cells an interrupted run did not finish, the checks that
+   said "n/a" (by name, with the number of cells), and the tensor groups
+   that no check covers (summary.group_coverage).
 """
 import dataclasses
 from typing import Dict, List, Optional, Tuple
@@ -20,9 +23,6 @@ from typing import Dict, List, Optional, Tuple
 import summary
 from compare import BaselineChanges
 from load import FAILED, Cell, Results
-
-# The verdicts of cells whose checks may have run (an error or skipped cell's did not).
-RAN = ("pass", "fail", "xfail", "xpass")
 
 
 @dataclasses.dataclass
@@ -36,6 +36,8 @@ class FirstFailure:
 class NotCovered:
     skipped: List[Tuple[Cell, str]]         # skipped cells and their reasons, in run order
     expected: List[Tuple[Cell, summary.Expectation]]  # xfail cells and why, in run order
+    not_run: int                            # cells an interrupted run did not finish
+    interrupted_by: Optional[str]           # the signal that stopped it ("SIGINT"), or None
     na_checks: Dict[str, int]               # check name -> cells where it said "n/a"
     na_cells: int                           # cells with at least one "n/a" check
     unchecked: Dict[str, int]               # group -> cells where no check covers it
@@ -49,7 +51,7 @@ class NotCovered:
     @property
     def nothing(self) -> bool:
         """Every cell ran, none failed as expected, no check said "n/a" and every group was checked."""
-        return not (self.skipped or self.expected or self.na_checks or self.unchecked)
+        return not (self.skipped or self.expected or self.not_run or self.na_checks or self.unchecked)
 
     def expected_reasons(self) -> Dict[str, int]:
         """Reason -> the xfail cells that give it, most first."""
@@ -61,10 +63,13 @@ class NotCovered:
 
 @dataclasses.dataclass
 class Answers:
-    cells: int
+    cells: int                              # cells listed (those that finished)
     passed: int
     skipped: int
     xfailed: int                            # expected failures: they do not fail the run
+    ran: int                                # cells whose checks ran (none: nothing was checked)
+    not_run: int                            # cells an interrupted run did not finish
+    interrupted_by: Optional[str]           # the signal that stopped the run, or None
     first_failure: Optional[FirstFailure]   # None when no cell fails the run
     baseline: Optional[BaselineChanges]     # None without a baseline
     not_covered: NotCovered
@@ -79,10 +84,8 @@ def first_failure(results: Results) -> Optional[FirstFailure]:
 
 
 def ran(cell: Cell) -> bool:
-    """Whether the cell's checks ran: it passed or failed, as declared or
-    not (an xfail that errored did not run, like an error cell)."""
-    exp = summary.expectation(cell)
-    return cell.verdict in RAN and not (cell.verdict == "xfail" and exp is not None and exp.got == "error")
+    """Whether the cell's checks ran (load.Cell.ran)."""
+    return cell.ran
 
 
 def not_covered(results: Results) -> NotCovered:
@@ -103,7 +106,8 @@ def not_covered(results: Results) -> NotCovered:
             unchecked[group] = unchecked.get(group, 0) + 1
         if groups:
             unchecked_cells.append((cell, summary.unchecked_reason(cell.result, groups[0])))
-    return NotCovered(skipped, expected, most_first(na_checks), na_cells, most_first(unchecked), unchecked_cells)
+    return NotCovered(skipped, expected, results.not_run, results.interrupted_by, most_first(na_checks), na_cells,
+                      most_first(unchecked), unchecked_cells)
 
 
 def most_first(counts: Dict[str, int]) -> Dict[str, int]:
@@ -115,5 +119,6 @@ def answer(results: Results, baseline: Optional[BaselineChanges] = None) -> Answ
     """The three answers for `results` (baseline: compare.baseline_changes, or None)."""
     def n(verdict):
         return sum(1 for c in results.cells if c.verdict == verdict)
-    return Answers(len(results.cells), n("pass"), n("skipped"), n("xfail"), first_failure(results), baseline,
-                   not_covered(results))
+    return Answers(len(results.cells), n("pass"), n("skipped"), n("xfail"),
+                   sum(1 for c in results.cells if c.ran), results.not_run, results.interrupted_by,
+                   first_failure(results), baseline, not_covered(results))

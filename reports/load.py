@@ -17,7 +17,15 @@ main_params when the system keeps them, and exactly the cell's
 Verdicts: besides pass/fail/error/skipped, "xfail" (declared expected to
 fail, and it failed or errored: the run still passes) and "xpass" (declared
 so, but every check passed: the run fails). Such a cell must say what it
-expected and got ("expected").
+expected and got ("expected"). A skipped cell says why in "skipped".
+
+The run's verdict (RUN_VERDICTS) may also be "nothing-checked" (no cell
+that finished ran a check) or "interrupted" (SIGINT/SIGTERM stopped the run
+before every cell finished; "interrupted_by" names the signal, counts.cells
+counts the cells selected, counts.not_run those that did not finish, and
+"cells" lists only the finished ones). Older results lack these (not
+interrupted, not_run 0); headline.py reads them. A tolerance check may say
+which figure decided it ("judged_by": figure, value, bound).
 """
 import dataclasses
 import json
@@ -28,10 +36,16 @@ from typing import Any, Dict, List, Optional
 RESULTS_FORMAT = "shardcheck-results/1"
 CELL_FORMAT = "shardcheck-cell-result/1"
 VERDICTS = ("pass", "fail", "error", "skipped", "xfail", "xpass")
+# results.json's own verdict: "fail" wins; "nothing-checked" when no cell that finished ran a check
+# (all skipped); "interrupted" when a signal stopped the run before every cell finished. Older
+# results say pass or fail only, or (before verdicts were required) nothing: headline.py derives it.
+RUN_VERDICTS = ("pass", "fail", "nothing-checked", "interrupted")
 # The cell verdicts that fail a run. A skipped cell does not, nor does an "xfail" (a cell
 # declared expected to fail, for a known upstream bug, that failed or errored); an "xpass"
 # (declared so, but every check passed) does, as pytest's strict mode: a fixed bug must show.
 FAILED = ("fail", "error", "xpass")
+# The verdicts of cells whose checks may have run (an error or skipped cell's did not).
+RAN = ("pass", "fail", "xfail", "xpass")
 # What an expected-failure cell got before its expectation applied ("expected.got").
 EXPECTED_GOT = {"xfail": ("fail", "error"), "xpass": ("pass",)}
 # The system under test of cells that name none (results written before systems existed).
@@ -49,6 +63,8 @@ DIFF_SERIES = ("max_abs", "max_rel", "max_ulp", "mismatches", "sign_changes")
 STEP_SERIES = ("loss", "grad_norm", "lr")
 # counts.<name> that older results lack (read as 0).
 OPTIONAL_COUNTS = ("skipped", "xfailed", "xpassed")
+# The figures a tolerance check's "judged_by" may name: the one that decided its verdict.
+JUDGED_FIGURES = ("max_abs", "max_rel", "violations")
 
 
 class InputError(Exception):
@@ -74,6 +90,14 @@ class Cell:
     @property
     def verdict(self) -> str:
         return self.entry["verdict"]
+
+    @property
+    def ran(self) -> bool:
+        """Whether the cell's checks ran: it passed or failed, as declared or
+        not (an xfail that errored, or left no result.json, did not run,
+        like an error cell)."""
+        got = ((self.result or {}).get("expected") or {}).get("got")
+        return self.verdict in RAN and not (self.verdict == "xfail" and (self.result is None or got == "error"))
 
     @property
     def system(self) -> str:
@@ -105,6 +129,44 @@ class Results:
             if c.id == cell_id:
                 return c
         return None
+
+    @property
+    def interrupted_by(self) -> Optional[str]:
+        """The signal that stopped an interrupted run ("SIGINT", "SIGTERM";
+        "a signal" when results.json does not name it), or None."""
+        if not self.aggregate.get("interrupted"):
+            return None
+        return self.aggregate.get("interrupted_by") or "a signal"
+
+    @property
+    def not_run(self) -> int:
+        """Cells selected but not finished (counts.not_run; 0 in older results)."""
+        return (self.aggregate.get("counts") or {}).get("not_run") or 0
+
+    @property
+    def verdict(self) -> str:
+        """The run's verdict as the report shows it: results.json's, unless
+        it is absent or "pass" (older results could not say that nothing was
+        checked, nor that the run was interrupted): then run_verdict's. A
+        PASS always means that some cell ran its checks."""
+        said = self.aggregate.get("verdict")
+        if said is None or said == "pass":
+            return run_verdict(self.cells, bool(self.aggregate.get("interrupted")))
+        return said
+
+
+def run_verdict(cells: List[Cell], interrupted: bool = False) -> str:
+    """The run's verdict from its cells: "fail" when one fails the run,
+    else "interrupted" when a signal stopped the run, else
+    "nothing-checked" when no cell ran its checks (all skipped), else
+    "pass"."""
+    if any(c.verdict in FAILED for c in cells):
+        return "fail"
+    if interrupted:
+        return "interrupted"
+    if not any(c.ran for c in cells):
+        return "nothing-checked"
+    return "pass"
 
 
 def read_json(path: str) -> Any:
@@ -210,7 +272,9 @@ def load_results(results_dir: str) -> Results:
     fmt = ck.field(agg, "format", "", "str")
     if fmt != RESULTS_FORMAT:
         ck.fail("format", f"expected {RESULTS_FORMAT!r}, got {fmt!r}")
-    _verdict(ck, agg, "")
+    _run_verdict(ck, agg)
+    agg["interrupted"] = bool(ck.field(agg, "interrupted", "", "bool", required=False))
+    ck.field(agg, "interrupted_by", "", "str", required=False)
     ck.field(agg, "started", "", "str", required=False)
     ck.field(agg, "wall_s", "", "num", required=False)
     env = ck.field(agg, "environment", "", "obj", required=False) or {}
@@ -233,6 +297,7 @@ def load_results(results_dir: str) -> Results:
             ck.field(counts, name, "counts", "int")
         for name in OPTIONAL_COUNTS:         # older results lack them: 0
             counts[name] = ck.field(counts, name, "counts", "int", required=False) or 0
+        ck.field(counts, "not_run", "counts", "int", required=False)   # an interrupted run's: Results.not_run
 
     cells: List[Cell] = []
     seen = set()
@@ -254,6 +319,7 @@ def load_results(results_dir: str) -> Results:
         for name in ("scenario", "dtype", "model", "system"):
             ck.field(entry, name, where, "str", required=False)
         ck.field(entry, "wall_s", where, "num", required=False)
+        ck.field(entry, "skipped", where, "str", required=False)
         verdict = _verdict(ck, entry, where)
         entry["first_failure"] = _first_failure(ck, entry, where)
         result_path = os.path.join(results_dir, cdir, "result.json")
@@ -283,6 +349,7 @@ def load_cell(path: str, expected_id: str) -> Dict[str, Any]:
     # Neither an error nor a skipped cell ran: no runs, checks or series.
     is_error = verdict in ("error", "skipped") or (expected or {}).get("got") == "error"
     ck.field(cell, "error", "", "str", required=False)
+    ck.field(cell, "skipped", "", "str", required=False)
     ck.field(cell, "wall_s", "", "num", required=False)
     ck.field(cell, "rel_floor", "", "num", required=False)
     cell["scenario"] = ck.field(cell, "scenario", "", "obj", required=False) or {}
@@ -487,6 +554,30 @@ def _check_check(ck: Checker, check, where: str):
         ck.field(check, name, where, "num", required=False)
     for name in ("max_ulp", "max_ulp_seen", "first_failing_step"):
         ck.field(check, name, where, "int", required=False)
+    _judged_by(ck, check, where)
+
+
+def _judged_by(ck: Checker, check: dict, where: str):
+    """A check's "judged_by": null (bitwise checks, older results) or the
+    figure that decided a tolerance check, with its value and bound."""
+    judged = ck.field(check, "judged_by", where, "obj", required=False)
+    if judged is None:
+        return
+    key = f"{where}.judged_by"
+    figure = ck.field(judged, "figure", key, "str")
+    if figure not in JUDGED_FIGURES:
+        ck.fail(f"{key}.figure", f"expected one of {'/'.join(JUDGED_FIGURES)}, got {figure!r}")
+    ck.field(judged, "value", key, "num")
+    ck.field(judged, "bound", key, "num")
+
+
+def _run_verdict(ck: Checker, agg: dict) -> Optional[str]:
+    """results.json's "verdict", one of RUN_VERDICTS, or None when absent."""
+    v = ck.field(agg, "verdict", "", "str", required=False)
+    if v is not None and v not in RUN_VERDICTS:
+        ck.fail("verdict", f"expected one of {'/'.join(RUN_VERDICTS)}, got {v!r}")
+    agg["verdict"] = v
+    return v
 
 
 def _verdict(ck: Checker, d: dict, where: str) -> str:
@@ -513,18 +604,25 @@ def _consistency_warnings(agg: dict, cells: List[Cell]) -> List[str]:
     tally = {v: sum(1 for c in cells if c.verdict == v) for v in VERDICTS}
     counts = agg.get("counts")
     if counts is not None:
-        said = (counts["cells"], counts["passed"], counts["failed"], counts["errored"])
+        # An interrupted run counts the cells selected; its list holds the finished ones.
+        not_run = counts.get("not_run") or 0
+        said = (counts["cells"] - not_run, counts["passed"], counts["failed"], counts["errored"])
         seen = (len(cells), tally["pass"], tally["fail"], tally["error"])
         if said != seen:
-            out.append("results.json counts (cells/passed/failed/errored) say %d/%d/%d/%d but the cells "
+            what = "cells/passed/failed/errored" if not not_run else "cells - not_run/passed/failed/errored"
+            out.append(f"results.json counts ({what}) say %d/%d/%d/%d but the cells "
                        "list has %d/%d/%d/%d" % (said + seen))
         said = (counts["xfailed"], counts["xpassed"])
         seen = (tally["xfail"], tally["xpass"])
         if said != seen:
             out.append("results.json counts (xfailed/xpassed) say %d/%d but the cells list has %d/%d"
                        % (said + seen))
-    overall = "fail" if any(c.verdict in FAILED for c in cells) else "pass"
-    if agg["verdict"] != overall:
+    overall = run_verdict(cells, agg["interrupted"])
+    # Older results say "pass" where nothing was checked; an interrupted run that checked nothing
+    # may say either.
+    agree = {overall} | ({"pass"} if overall == "nothing-checked" else set()) \
+        | ({"nothing-checked"} if overall == "interrupted" and not any(c.ran for c in cells) else set())
+    if agg["verdict"] is not None and agg["verdict"] not in agree:
         out.append(f"results.json verdict is {agg['verdict']!r} but its cells make it {overall!r}")
     for c in cells:
         if c.result is not None and c.result["verdict"] != c.verdict:

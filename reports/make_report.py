@@ -21,13 +21,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench import load_bench, load_bench_dir  # noqa: E402
 from detection import load_detection  # noqa: E402
+from headline import headline  # noqa: E402
 from load import InputError, load_results  # noqa: E402
 import render_html  # noqa: E402
 import render_markdown  # noqa: E402
 
 EPILOG = """\
 The HTML opens from disk: inline CSS and SVG, no script, no network. It shows
-the verdict and environment; the first failure, the changes against the
+the verdict (PASS only when some cell ran its checks; NOTHING CHECKED when
+every cell that finished was skipped; INTERRUPTED, with the cells not run,
+when a signal stopped the run) and environment; the first failure, the changes against the
 baseline and what was not covered; the expected failures (xfail: failed as
 declared, does not fail the run; xpass: passed though expected to fail,
 fails the run) with their reasons; a matrix ([system x] optimizer x
@@ -36,7 +39,8 @@ an external system's versions, adapter runs and comparisons with its own
 single-device run, loss curves (with
 the lr schedule on a second axis when it is not constant), grad norms,
 log-scale |diff| per tensor group against the tolerance bands, per-group
-max abs/rel/ULP (red only where a check failed), the checks, the first
+max abs and the figures its checks use (red only where a check failed; a
+tolerance check's deciding figure against its bound), the checks, the first
 failing step and tensor, and memory per rank.
 With --baseline, cells are matched by id and changes are flagged. See
 docs/reports.md.
@@ -127,7 +131,7 @@ def main(argv=None) -> int:
             print(f"make_report.py: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
             return 1
     if not args.quiet:
-        print(f"make_report.py: {results.aggregate['verdict'].upper()}: {len(results.cells)} cells -> {out} "
+        print(f"make_report.py: {headline(results).title}: {len(results.cells)} cells -> {out} "
               f"({len(html.encode()) / 1e6:.2f} MB, {time.monotonic() - started:.1f} s)"
               + (f", {args.markdown}" if args.markdown else ""))
     return 0

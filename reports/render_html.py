@@ -13,10 +13,17 @@ or more releases (megatron-core@0.18.2 and @0.19.2), a "Releases compared"
 section (id "releases", releases.py) follows the navigation: one table per
 system base pairing its cells across releases, with what changed.
 
+The header's headline (headline.py) says the run's verdict and what it
+rests on: PASS only when some cell ran its checks, NOTHING CHECKED (in a
+failure's colour) when none did, and an interrupted run says so there.
+
 Red marks failure only: a group table row is red only when a check that
 covers the group failed (summary.group_coverage), and then only the figures
 of the runs that check failed in; a group that no check covers is shown
-muted and "not checked".
+muted and "not checked". A tolerance check shows the figure that decided
+it against its bound (summary.judgement), and a group table shows only the
+figures its checks use (summary.figures_used); differing elements beside a
+tolerance check are marked as informational.
 
 To keep pages with hundreds of cells fast, plots are drawn for at most
 `failing_plots` failing/errored cells and `passing_plots` passing ones;
@@ -42,6 +49,7 @@ from markupsafe import Markup
 import answers as answers_mod
 import bench_plots
 import compare as compare_mod
+import headline as headline_mod
 import matrix as matrix_mod
 import plots
 import releases as releases_mod
@@ -167,10 +175,28 @@ def choose_plotted(cells: List[Cell], options: Options) -> Dict[str, str]:
 
 GROUP_STATUS = {"fail": "failed", "pass": "passed", "unchecked": "not checked"}
 PASSED_KIND = {"bitwise": "bitwise equal", "tolerance": "within tolerance"}
+# What a figure column shows where no check of the group uses that figure.
+UNUSED = {"rel": "no check of this group judges relative error",
+          "ulp": "no check of this group judges ULP distances",
+          "elements": "no check of this group counts differing elements"}
+# The note beside differing elements that a tolerance check allows.
+TOLERATED = "informational: the tolerance allows elements to differ"
+
+
+def _judged(checks: List[dict]) -> List[dict]:
+    """The deciding figure of each tolerance check among `checks` (failed
+    ones first): {"name", "text", "within"}, the text led by the check's
+    run ("resumed: max rel 1 > 1.3e-3") when several checks judge the group."""
+    judged = [(c, summary.judgement(c)) for c in sorted(checks, key=lambda c: c["verdict"] != "fail")]
+    judged = [(c, j) for c, j in judged if j is not None]
+    return [{"name": c["name"], "within": j.within,
+             "text": f"{c['run']}: {j.text}" if len(judged) > 1 and c.get("run") else j.text}
+            for c, j in judged]
 
 
 def _group_status(result: dict, group: str, checks: List[dict], elsewhere: List[str] = ()) -> dict:
-    """The status cell of a group row: its verdict, a short text and the names
+    """The status cell of a group row: its verdict, a short text, the
+    deciding figure of each tolerance check against its bound, and the names
     of the checks behind it (or why none applies; `elsewhere` names the
     checks that judge the group in another comparison of the cell)."""
     verdict = summary.group_verdict(checks)
@@ -182,7 +208,7 @@ def _group_status(result: dict, group: str, checks: List[dict], elsewhere: List[
         text = summary.unchecked_reason(result, group)
         if elsewhere:
             text += "; against the single-device run (below): " + ", ".join(elsewhere)
-    return {"verdict": verdict, "label": GROUP_STATUS[verdict], "text": text,
+    return {"verdict": verdict, "label": GROUP_STATUS[verdict], "text": text, "judged": _judged(checks),
             "checks": ", ".join(c["name"] for c in checks)}
 
 
@@ -196,15 +222,34 @@ def _figure_tone(verdict: str, checks: List[dict], run: str, runs: List[str]) ->
     return "bad" if any(run in summary.check_runs(c, runs) for c in failed) else ""
 
 
-def _figure_classes(tone: str, stats: summary.GroupStats) -> Dict[str, str]:
+def _figure_classes(tone: str, stats: summary.GroupStats, used: List[str]) -> Dict[str, str]:
     """The class of each figure of one run's columns: "muted" on every figure
-    of an unchecked group; "bad" only on a nonzero max abs/rel/ULP."""
-    if tone == "muted":
-        return dict.fromkeys(("abs", "rel", "ulp", "mismatches"), "muted")
-    def red_if_nonzero(value) -> str:
-        return tone if value else ""
-    return {"abs": red_if_nonzero(stats.max_abs.value), "rel": red_if_nonzero(stats.max_rel.value),
-            "ulp": red_if_nonzero(stats.max_ulp.value), "mismatches": ""}
+    of an unchecked group and on a figure no check uses (shown as a dash);
+    "bad" only on a nonzero figure that a failed check uses."""
+    values = {"abs": stats.max_abs.value, "rel": stats.max_rel.value, "ulp": stats.max_ulp.value,
+              "elements": stats.mismatches.value}
+    return {name: "muted" if tone == "muted" or name not in used else (tone if value else "")
+            for name, value in values.items()}
+
+
+def _run_figures(stats: summary.GroupStats, tone: str, used: List[str], tolerated: bool) -> dict:
+    """One run's figures in a group row: max abs/rel/ULP and the most
+    differing elements at a step, each None where no check uses it (`used`;
+    the column then says why on hover), their classes, the sign-change note
+    beside the ULP figure, and the note beside differing elements that only a
+    tolerance check judges (`tolerated`: informational, never red)."""
+    show = used + (["elements"] if tolerated else [])
+    elements_note = None
+    if tolerated and stats.mismatches.value:
+        elements_note = TOLERATED
+    elif stats.mismatch_steps > 1:
+        elements_note = f"at {stats.mismatch_steps} steps"
+    return {"abs": stats.max_abs, "rel": stats.max_rel if "rel" in show else None,
+            "ulp": stats.max_ulp if "ulp" in show else None,
+            "elements": stats.mismatches if "elements" in show else None, "elements_note": elements_note,
+            "unused": UNUSED, "mismatch_steps": stats.mismatch_steps,
+            "sign_note": summary.sign_change_note(stats.sign_changes) if "ulp" in show else None,
+            "cls": _figure_classes(tone, stats, used)}
 
 
 def _group_rows(r: dict, ff: Optional[dict], elsewhere: Optional[Dict[str, List[str]]] = None) -> dict:
@@ -221,16 +266,37 @@ def _group_rows(r: dict, ff: Optional[dict], elsewhere: Optional[Dict[str, List[
     rows = []
     for group in r.get("groups", []):
         per_run = [s for s in stats if s.group == group]
-        status = _group_status(r, group, coverage[group], (elsewhere or {}).get(group, []))
+        checks = coverage[group]
+        status = _group_status(r, group, checks, (elsewhere or {}).get(group, []))
+        used = summary.figures_used(checks)
+        tolerated = bool(checks) and "elements" not in used   # only tolerance checks: informational
         rows.append({"group": group, "owner": per_run[0].owner if per_run else "",
                      "suspect": group in tensor_parts, "status": status,
-                     "runs": [{"abs": s.max_abs, "rel": s.max_rel, "ulp": s.max_ulp,
-                               "mismatch_steps": s.mismatch_steps,
-                               "sign_note": summary.sign_change_note(s.sign_changes),
-                               "cls": _figure_classes(_figure_tone(status["verdict"], coverage[group], s.run, runs), s)}
+                     "runs": [_run_figures(s, _figure_tone(status["verdict"], checks, s.run, runs), used, tolerated)
                               for s in per_run]})
     run_labels = [plots.run_label(name, r["runs"][name]) for name in runs]
     return {"runs": run_labels, "rows": rows, "rel_label": summary.rel_label(r)}
+
+
+def _check_row(check: dict) -> dict:
+    """A row of a cell's checks table: the check, the figure that decided a
+    tolerance check against its bound ("judged"), whether its max rel and
+    max ULP seen mean anything to it, and its against and detail with any
+    SEMANTICS.md citation pointed at the docs (summary.cite_docs)."""
+    j = summary.judgement(check)
+    return dict(check, judged=j.text if j else None, judged_within=j.within if j else None,
+                rel_used=summary.uses_rel(check), ulp_used=summary.uses_ulp(check),
+                against_text=summary.cite_docs(check.get("against")) or "?",
+                detail_text=summary.cite_docs(check.get("detail")) or "")
+
+
+def _failing_check_judged(cell: Cell, ff: Optional[dict]) -> Optional[str]:
+    """The deciding figure of the check a cell first failed, when that is a
+    tolerance check: "max rel 2.1e-2 > 1e-3"; else None."""
+    name = (ff or {}).get("check")
+    check = next((c for c in (cell.result or {}).get("checks", []) if c["name"] == name), None)
+    j = summary.judgement(check) if check else None
+    return j.text if j else None
 
 
 def _single_device_checks(result: Optional[dict]) -> Dict[str, List[str]]:
@@ -328,7 +394,8 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
             "skipped": summary.skip_reason(cell) if cell.verdict == "skipped" else None,
             "loss_svg": loss_svg, "grad_svg": grad_svg, "diff_svg": diff_svg, "zero": zero, "all_zero": all_zero,
             "plot_note": plot_note or None,
-            "groups": _group_rows(summary.reference_view(r), ff, _single_device_checks(r)) if r else None, "checks": (r or {}).get("checks", []),
+            "groups": _group_rows(summary.reference_view(r), ff, _single_device_checks(r)) if r else None,
+            "checks": [_check_row(c) for c in (r or {}).get("checks", [])],
             "memory": _memory(r), "comparison": comparison, "expected": _expected(cell),
             "system": _system(cell), "single_device": _single_device(cell, index, plot_note == "", ff)}
 
@@ -359,7 +426,9 @@ def _environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt_num, bytes=fmt_bytes, secs=fmt_secs, ms=fmt_ms, spread=fmt_spread,
                        factor=fmt_factor, rate=fmt_rate, mb=fmt_mb, size=size_label)
-    env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst,
+    env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst, run_label=headline_mod.run_label,
+                       text_symbol=headline_mod.TEXT_SYMBOL,
+                       skip_reason=summary.skip_reason,
                        verdict_label=lambda v: matrix_mod.VERDICT_LABEL.get(v, v),
                        loss_shift_rtol=compare_mod.LOSS_SHIFT_RTOL, perf_tol=compare_mod.PERF_CHANGE_TOL)
     return env
@@ -378,8 +447,11 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
     xfailed = [c for c in results.cells if c.verdict == "xfail"]
     ordered = bad + xfailed + [c for c in results.cells if c.verdict not in FAILED and c.verdict != "xfail"]
     sections = [_section(c, i, plotted.get(c.id), by_id.get(c.id)) for i, c in enumerate(ordered)]
-    failing = [{"id": c.id, "href": href(c.id), "verdict": c.verdict, "ff": summary.first_failure(c)}
-               for c in bad]
+    failing = []
+    for c in bad:
+        ff = summary.first_failure(c)
+        failing.append({"id": c.id, "href": href(c.id), "verdict": c.verdict, "ff": ff,
+                        "judged": _failing_check_judged(c, ff)})
     expected = [dict(_expected(c), id=c.id, href=href(c.id), system=c.system if c.external else None)
                 for c in results.cells if summary.expectation(c) is not None]
     agg = results.aggregate
@@ -390,6 +462,7 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
         counter_names += [k for k in b.counters if k not in counter_names]
     return _environment().get_template("report.html.j2").render(
         agg=agg, env=agg["environment"], counts=agg.get("counts") or counts_of(results),
+        head=headline_mod.headline(results),
         results=results, warnings=results.warnings, answers=answers_mod.answer(results, changes),
         matrix=matrix_mod.build(results.cells, agg.get("optimizer_order")),
         verdicts_shown=[v for v in matrix_mod.SYMBOL if any(c.verdict == v for c in results.cells)],

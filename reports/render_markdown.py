@@ -1,13 +1,16 @@
 """The GitHub-flavoured Markdown summary for a PR comment (--markdown).
 
-The verdict, then three lines answering the reviewer's questions
+The headline (headline.py: "✅ PASS: 10 of 12 cells passed, 2 skipped",
+"⚠️ NOTHING CHECKED: 0 of 4 cells ran (4 skipped)", "⏹ INTERRUPTED by
+SIGINT: 3 of 8 cells finished, 5 not run"), then three lines answering the reviewer's questions
 (answers.py): the first failure (cell, step, tensor, check), what changed
 against the baseline, what was not covered. Then the environment, the
 counts (xfail and xpass apart from passed and failed), the releases
 compared when an external system appears at two or more releases
 (releases.py: one table per system base, its counts by change above it),
 the matrix as a table, the cells that fail the run with their first
-divergence, the cells declared expected to fail (xfail, xpass) with their reasons and what they
+divergence (a tolerance check's deciding figure against its bound), the
+skipped cells with their reasons, the cells declared expected to fail (xfail, xpass) with their reasons and what they
 got, the baseline differences when there is a baseline, and a link to the
 HTML report. With a selftest.json (detection.py), one line under the counts says
 how many failpoints were caught and names those that escaped. The whole text stays under LIMIT characters
@@ -18,6 +21,7 @@ from typing import List, Optional, Sequence
 
 import answers as answers_mod
 import compare as compare_mod
+import headline as headline_mod
 import matrix as matrix_mod
 import releases as releases_mod
 import summary
@@ -57,6 +61,14 @@ def _matrix_lines(results: Results) -> List[str]:
     return [head, rule] + rows
 
 
+def _judged_text(cell: Cell, check_name: Optional[str]) -> str:
+    """ "(max rel 2.1e-2 > 1e-3)": the deciding figure of a tolerance check
+    the cell failed, against its bound; "" for any other check."""
+    check = next((c for c in (cell.result or {}).get("checks", []) if c["name"] == check_name), None)
+    j = summary.judgement(check) if check else None
+    return f"({j.text})" if j else ""
+
+
 def _failing_lines(results: Results) -> List[str]:
     rows = []
     for c in results.cells:
@@ -64,11 +76,19 @@ def _failing_lines(results: Results) -> List[str]:
             continue
         ff = summary.first_failure(c) or {}
         step = ff.get("step")
+        judged = _judged_text(c, ff.get("check"))
         rows.append(f"| `{cell_text(c.id, 200)}` | {matrix_mod.SYMBOL[c.verdict]} {c.verdict} | "
                     f"{'—' if step is None else step} | "
                     f"{('`' + cell_text(ff['tensor'], 160) + '`') if ff.get('tensor') else '—'} | "
-                    f"{cell_text(ff.get('check'), 120)} | {cell_text(ff.get('detail'))} |")
+                    f"{cell_text(ff.get('check'), 120)}{' ' + cell_text(judged, 80) if judged else ''} | "
+                    f"{cell_text(ff.get('detail'))} |")
     return rows
+
+
+def _skipped_lines(results: Results) -> List[str]:
+    """One table row per skipped cell: its id and why it was not run."""
+    return [f"| `{cell_text(c.id, 200)}` | {cell_text(summary.skip_reason(c), 300)} |"
+            for c in results.cells if c.verdict == "skipped"]
 
 
 def _expected_lines(results: Results) -> List[str]:
@@ -137,14 +157,16 @@ def _release_tables(tables: List[releases_mod.ReleaseTable], room: int) -> List[
 
 def counts_line(counts: dict) -> str:
     """ "5 cells: 4 passed, 1 failed, 0 errored" and, when there are any,
-    the skipped cells and the expected failures (xfail) and unexpected
-    passes (xpass), counted apart."""
+    the skipped cells, the expected failures (xfail) and unexpected passes
+    (xpass), counted apart, and the cells an interrupted run did not finish."""
     line = (f"{counts['cells']} cells: {counts['passed']} passed, {counts['failed']} failed, "
             f"{counts['errored']} errored")
     if counts.get("skipped"):
         line += f", {counts['skipped']} skipped"
     if counts.get("xfailed") or counts.get("xpassed"):
         line += f", {counts.get('xfailed', 0)} xfail, {counts.get('xpassed', 0)} xpass"
+    if counts.get("not_run"):
+        line += f", {counts['not_run']} not run (interrupted)"
     return line
 
 
@@ -168,10 +190,15 @@ def _code(text, limit: int = 160) -> str:
 
 def _first_failure_line(a: answers_mod.Answers) -> str:
     f = a.first_failure
+    interrupted = f"; {a.not_run} not run (interrupted by {a.interrupted_by})" if a.interrupted_by else ""
+    if f is None and not a.ran:
+        return (f"- **Failed first:** nothing, but ⚠️ nothing was checked: 0 of {a.cells} cells ran their checks"
+                + (f" ({a.skipped} skipped)" if a.skipped else "") + interrupted + ".")
     if f is None:
-        return (f"- **Failed first:** nothing: {a.passed} of {a.cells} cells passed"
+        where = f" in the {a.cells} cells that finished" if a.interrupted_by else ""
+        return (f"- **Failed first:** nothing{where}: {a.passed} of {a.cells} cells passed"
                 + (f", {a.skipped} skipped" if a.skipped else "")
-                + (f", {a.xfailed} failed as expected (xfail)" if a.xfailed else "") + ".")
+                + (f", {a.xfailed} failed as expected (xfail)" if a.xfailed else "") + interrupted + ".")
     w = f.where
     step = "—" if w.get("step") is None else w["step"]
     others = f" ({f.others} other failing or errored cell{'s' if f.others != 1 else ''} below)" if f.others else ""
@@ -211,6 +238,8 @@ def _not_covered_line(n: answers_mod.NotCovered) -> str:
     if n.nothing:
         return "- **Not covered:** nothing: every cell ran, no check said n/a, every tensor group was checked."
     parts = []
+    if n.not_run:
+        parts.append(f"{_count(n.not_run, 'cell')} not run (interrupted by {n.interrupted_by or 'a signal'})")
     if n.skipped:
         parts.append(f"{len(n.skipped)} skipped: " + _names([f"{_code(c.id, 120)} ({cell_text(why, 120)})"
                                                             for c, why in n.skipped]))
@@ -273,12 +302,13 @@ def render(results: Results, baseline: Optional[Results] = None, html_link: str 
     changes = compare_mod.baseline_changes(comparisons, benchmarks, baseline_benchmarks) \
         if baseline is not None else None
     counts = agg.get("counts") or counts_of(results)
-    verdict = agg["verdict"]
-    symbol = "✅" if verdict == "pass" else "❌"
+    head_line = headline_mod.headline(results)
     scenarios = ", ".join(f"`{cell_text(s.get('file') or s.get('name'), 120)}`" for s in agg["scenarios"][:10])
     if len(agg["scenarios"]) > 10:
         scenarios += f" and {len(agg['scenarios']) - 10} more"
-    head = [f"## shardcheck: {symbol} {verdict.upper()}", ""]
+    head = [f"## shardcheck: {head_line.line()}", ""]
+    if head_line.interruption:
+        head += [f"**{head_line.interruption_line()}**", ""]
     head += answer_lines(answers_mod.answer(results, changes))
     head += ["",
              f"commit `{cell_text(env.get('commit', '?'), 60)}` · started {cell_text(agg.get('started'), 40)} · "
@@ -332,6 +362,17 @@ def render(results: Results, baseline: Optional[Results] = None, html_link: str 
         body += header + kept
         if left:
             body += ["", f"_… and {left} more expected failures not listed here; see the HTML report._"]
+        body.append("")
+
+    skipped = _skipped_lines(results)
+    if skipped:
+        header = ["### Skipped cells", "", "_Not run, so nothing was checked in them:_", "",
+                  "| cell | reason |", "|---|---|"]
+        room = min(budget // 4, budget - len("\n".join(body)) - len("\n".join(header)))
+        kept, left = _fit(skipped, room)
+        body += header + kept
+        if left:
+            body += ["", f"_… and {left} more skipped cells not listed here; see the HTML report._"]
         body.append("")
 
     if baseline is not None:

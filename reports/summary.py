@@ -11,6 +11,13 @@ runs with the system's own single-device run ("diff_single_device");
 single_device_view() shapes those comparisons like a result, so the group
 table and the |diff| plot take them as they take the cell. A cell declared
 expected to fail (xfail, xpass) says why and what it got (expectation()).
+
+A tolerance check is shown by the figure that decided it against its bound
+(judgement(): "max rel 3.1e-4 ≤ 1e-3"), from its "judged_by" or, in older
+results, from its atol/rtol/max_abs/max_rel. Raw figures are shown only
+where a check uses them (figures_used()): relative error for a tolerance
+check, ULP distances for a check with a max_ulp, the number of differing
+elements for a bitwise check.
 """
 import dataclasses
 import math
@@ -59,6 +66,7 @@ class GroupStats:
     max_ulp: SeriesMax      # between same-sign values only (sign changes have no ULP distance)
     mismatch_steps: int     # steps with a nonzero mismatch count
     sign_changes: SeriesMax  # differing pairs of opposite sign per step (all zero in older results)
+    mismatches: SeriesMax   # the most elements whose bytes differ at one step, and that step
 
 
 def diff_runs(result: Optional[dict]) -> List[str]:
@@ -102,7 +110,8 @@ def group_stats(result: Optional[dict]) -> List[GroupStats]:
                 max_rel=series_max(steps, series.get("max_rel")),
                 max_ulp=series_max(steps, series.get("max_ulp")),
                 mismatch_steps=sum(1 for m in mism if m),
-                sign_changes=series_max(steps, series.get("sign_changes"))))
+                sign_changes=series_max(steps, series.get("sign_changes")),
+                mismatches=series_max(steps, series.get("mismatches"))))
     return out
 
 
@@ -218,7 +227,8 @@ def first_failure(cell: Cell) -> Optional[dict]:
 
 def skip_reason(cell: Cell) -> str:
     """Why a skipped cell was not run: result.json's "skipped", else the
-    results.json entry's, else its first failure's detail."""
+    results.json entry's, else its first failure's detail; "no reason
+    given" only when none of them says."""
     for source in (cell.result or {}, cell.entry):
         if source.get("skipped"):
             return source["skipped"]
@@ -286,6 +296,125 @@ def unchecked_reason(result: dict, group: str) -> str:
     if not_applicable:
         reason += "; n/a here: " + ", ".join(not_applicable)
     return reason
+
+
+# Figures of a group's comparison that a check may use (figures_used).
+FIGURES = ("abs", "rel", "ulp", "elements")
+
+
+def uses_rel(check: dict) -> bool:
+    """Whether a check judges relative error: a tolerance check, or any other
+    with an rtol (a loss continuity check); a bitwise check does not."""
+    return check.get("kind") == "tolerance" or (check.get("kind") != "bitwise" and bool(check.get("rtol")))
+
+
+def uses_ulp(check: dict) -> bool:
+    """Whether a check judges ULP distances: one with a max_ulp, other than a
+    bitwise check (whose bound is every byte equal)."""
+    return check.get("max_ulp") is not None and check.get("kind") != "bitwise"
+
+
+def figures_used(checks: List[dict]) -> List[str]:
+    """Which of FIGURES the checks covering a group use, in that order: max
+    abs always; relative error for a tolerance check; ULP distances for a
+    check with a max_ulp; the number of differing elements for a bitwise
+    check, or for a group no check covers. A check of another kind (which
+    the report does not know) shows them all."""
+    used = {"abs"}
+    if not checks:
+        used.add("elements")
+    for c in checks:
+        kind = c.get("kind")
+        if kind == "bitwise":
+            used.add("elements")
+        elif kind != "tolerance":
+            used.update(FIGURES)
+        if uses_rel(c):
+            used.add("rel")
+        if uses_ulp(c):
+            used.add("ulp")
+    return [f for f in FIGURES if f in used]
+
+
+def fmt_figure(v) -> str:
+    """A figure or bound, short: "3.1e-4", "1e-3", "0.25", "7.32e3", "12"."""
+    if v is None:
+        return "—"
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e6):
+        return str(int(v))
+    if 1e-2 <= abs(v) < 1e3:
+        return f"{v:.3g}"
+    mantissa, exponent = f"{v:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+# What each "judged_by" figure is called, and what bounds it.
+JUDGED_LABEL = {"max_abs": "max abs", "max_rel": "max rel", "violations": "violations"}
+ELEMENTWISE = "atol + rtol·|b|"
+
+
+@dataclasses.dataclass
+class Judgement:
+    """What decided a tolerance (or loss continuity) check: one figure against its bound."""
+    figure: str                 # "max_abs" | "max_rel" | "violations"; "elementwise" when neither
+    value: Optional[float]      #   max_abs ≤ atol nor max_rel ≤ rtol agrees with the verdict
+    bound: Optional[float]
+    within: bool                # the figure is within its bound (the check passed by it)
+    derived: bool               # worked out from atol/rtol/max_abs/max_rel: no "judged_by"
+
+    @property
+    def text(self) -> str:
+        """ "max rel 3.1e-4 ≤ 1e-3"; "violations 0 ≤ 0 (elements beyond atol + rtol·|b|)"."""
+        if self.figure == "elementwise":
+            return f"every element within {ELEMENTWISE}" if self.within else f"elements beyond {ELEMENTWISE}"
+        op = "≤" if self.within else ">"
+        text = f"{JUDGED_LABEL[self.figure]} {fmt_figure(self.value)} {op} {fmt_figure(self.bound)}"
+        return text + (f" (elements beyond {ELEMENTWISE})" if self.figure == "violations" else "")
+
+
+def judgement(check: dict) -> Optional[Judgement]:
+    """The figure that decided a check, against its bound: its "judged_by"
+    when present (tolerance and loss continuity checks); else, for a
+    tolerance check, max_abs ≤ atol when that holds, else max_rel against
+    rtol; "elementwise" when that figure disagrees with the verdict (each
+    element is judged by |a - b| ≤ atol + rtol·|b|, so both maxima may
+    exceed their halves of the bound at different elements). None for a
+    bitwise check, an "n/a" one, or one without the figures."""
+    if check.get("verdict") not in ("pass", "fail"):
+        return None
+    judged = check.get("judged_by")
+    if judged:
+        return Judgement(judged["figure"], judged["value"], judged["bound"],
+                         judged["value"] <= judged["bound"], derived=False)
+    if check.get("kind") != "tolerance":
+        return None
+    atol, rtol, max_abs, max_rel = (check.get(k) for k in ("atol", "rtol", "max_abs", "max_rel"))
+    if max_abs is not None and atol is not None and max_abs <= atol:
+        figure, value, bound = "max_abs", max_abs, atol
+    elif max_rel is not None and rtol is not None:
+        figure, value, bound = "max_rel", max_rel, rtol
+    else:
+        return None
+    passed = check["verdict"] == "pass"
+    if (value <= bound) != passed:
+        return Judgement("elementwise", None, None, passed, derived=True)
+    return Judgement(figure, value, bound, passed, derived=True)
+
+
+# Citations of a specification file the repository does not have, as check
+# text (e.g. a routing check's "against") may still carry them, and the docs
+# page that holds each fact.
+CITATIONS = {"SEMANTICS.md routing rule": "docs/optimizers.md routing rule"}
+
+
+def cite_docs(text: Optional[str]) -> Optional[str]:
+    """`text` with each known citation of SEMANTICS.md replaced by the
+    repository's docs page that holds the fact (CITATIONS)."""
+    if not text:
+        return text
+    for old, new in CITATIONS.items():
+        text = text.replace(old, new)
+    return text
 
 
 @dataclasses.dataclass

@@ -51,6 +51,13 @@ at::Device ResolveDevice(DeviceKind kind, int local_rank) {
 }
 
 std::string BackendFor(const at::Device& device, const std::string& backend) {
+  if (backend == "nccl" && !CudaUsable())
+    throw Error(
+        "--backend nccl: this build or machine has no usable CUDA GPU, and NCCL runs between "
+        "GPUs (use --backend gloo on the CPU)");
+  if (backend == "nccl" && !device.is_cuda())
+    throw Error("--backend nccl needs --device cuda: NCCL moves CUDA tensors, and this run's are "
+                "on the CPU (use --backend gloo)");
   if (backend != "auto") return backend;
   return device.is_cuda() ? "nccl" : "gloo";
 }

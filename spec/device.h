@@ -39,7 +39,8 @@ inline at::Tensor HostCopy(const at::Tensor& t) {
 }
 
 // The communicator backend that goes with a device: "nccl" for CUDA, "gloo"
-// for the CPU; an explicit `backend` other than "auto" is kept.
+// for the CPU; an explicit `backend` other than "auto" is kept. "nccl"
+// without a usable GPU, or with a CPU device, is an input error (Error).
 std::string BackendFor(const at::Device& device, const std::string& backend);
 
 }  // namespace shardcheck

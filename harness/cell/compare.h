@@ -38,7 +38,7 @@ struct TensorDiff {
 // The floor of relative differences: |a - b| / max(|b|, floor), so values
 // near 0 do not turn tiny absolute differences into huge relative ones.
 // It is the tolerance's atol, or kDefaultRelFloor (fp32's default atol in
-// SEMANTICS.md section 6) when there is none.
+// docs/scenarios.md, "Tolerances") when there is none.
 constexpr double kDefaultRelFloor = 1e-5;
 inline double RelFloor(double atol) { return atol > 0.0 ? atol : kDefaultRelFloor; }
 

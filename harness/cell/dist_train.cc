@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <ostream>
@@ -196,7 +197,9 @@ class DistributedRun {
       throw Error(kStrictLoadRefused + std::string(e.what()), e.kind());
     }
     for (const std::string& w : warnings)
-      if (log_) *log_ << "warning: hyperparameter differs from the checkpoint's: " << w << "\n";
+      if (log_)
+        std::cerr << "shardcheck: warning: hyperparameter differs from the checkpoint's: " << w
+                  << "\n";
     result_.resumed_from = opt_->step();
     if (ref_ == &own_reference_ && opt_->lr_schedule() != opts_.run.setup.lr_schedule) {
       // The run continues with the checkpoint's schedule: so does its reference.

@@ -47,19 +47,6 @@ void WriteFinalState(const std::string& path, const StateDict& sd) {
                     {"step", std::to_string(sd.step)}});
 }
 
-OutputDir::OutputDir(const std::string& path) : path_(path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path_, ec)) return;
-  std::filesystem::create_directories(path_);
-  created_ = true;
-}
-
-OutputDir::~OutputDir() {
-  if (keep_ || !created_) return;
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 void WriteJsonFile(const std::string& path, const nlohmann::ordered_json& j) {
   WriteFileAtomic(path, j.dump(2) + "\n");
 }

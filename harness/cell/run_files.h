@@ -22,24 +22,6 @@ nlohmann::ordered_json RunConfigJson(const OracleRunOptions& opts, int64_t step)
 // {format, optimizer, step}. Atomic; throws Error.
 void WriteFinalState(const std::string& path, const StateDict& sd);
 
-// An output folder made for one command: created at once (with its
-// parents); unless Keep() is called, the destructor removes it again when
-// this object created it, so a failed run leaves no empty or half-filled
-// --out behind. A folder that existed before is never removed.
-class OutputDir {
- public:
-  explicit OutputDir(const std::string& path);
-  ~OutputDir();
-  OutputDir(const OutputDir&) = delete;
-  OutputDir& operator=(const OutputDir&) = delete;
-  void Keep() { keep_ = true; }
-
- private:
-  std::string path_;
-  bool created_ = false;
-  bool keep_ = false;
-};
-
 // Writes `j` (pretty, trailing newline) to `path` atomically.
 void WriteJsonFile(const std::string& path, const nlohmann::ordered_json& j);
 

@@ -22,7 +22,13 @@ std::string ResolveCheckpointDir(const std::string& path) {
     name.pop_back();
   if (name.empty() || name.find('/') != std::string::npos)
     throw Error((dir / "latest").string() + " does not name a checkpoint folder beside it");
-  return (dir / name).string();
+  const fs::path named = dir / name;
+  std::error_code ec;
+  if (!fs::is_directory(named, ec))
+    throw Error((dir / "latest").string() + " names '" + name + "', but " + named.string() +
+                (fs::exists(named, ec) ? " is not a folder" : " does not exist") +
+                " (was it removed or renamed after the save?)");
+  return named.string();
 }
 
 std::string ModelSpaceSource::Describe() const {

@@ -2,14 +2,44 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "harness/cli/exit_codes.h"
+#include "harness/cli/suggest.h"
 #include "kernels/cpu_isa.h"
 #include "spec/error.h"
 #include "spec/failpoint.h"
 
 namespace shardcheck {
+
+namespace {
+
+// "unknown flag '--stesp' for `shardcheck train` (did you mean --steps?)"
+// for the first word of the form --name that the subcommand lacks, or "".
+// Checked before CLI11 parses, whose own message would name a missing
+// required flag or list the stray words instead.
+std::string UnknownFlag(CLI::App& app, int argc, char** argv) {
+  if (argc < 3 || argv[1][0] == '-') return "";
+  const CLI::App* sub = app.get_subcommand(argv[1]);
+  std::vector<std::string> names = {"--help"};
+  for (const CLI::Option* o : sub->get_options())
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+  for (int i = 2; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") break;  // launch: the rank command follows
+    if (word.rfind("--", 0) != 0) continue;
+    const std::string flag = word.substr(0, word.find('='));
+    if (std::find(names.begin(), names.end(), flag) != names.end()) continue;
+    return "unknown flag '" + flag + "' for `shardcheck " + argv[1] + "`" +
+           DidYouMean(flag, names) + " (see shardcheck " + argv[1] + " --help)";
+  }
+  return "";
+}
+
+}  // namespace
 
 int RunCli(int argc, char** argv) {
   CLI::App app{
@@ -43,11 +73,18 @@ int RunCli(int argc, char** argv) {
   }
   if (!known) {
     std::string names;
+    std::vector<std::string> list;
     for (const CLI::App* sub :
-         app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }))
+         app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
       names += (names.empty() ? "" : ", ") + sub->get_name();
-    std::cerr << "shardcheck: error: unknown subcommand '" << argv[1] << "' (one of: " << names
-              << "; shardcheck --help)\n";
+      list.push_back(sub->get_name());
+    }
+    std::cerr << "shardcheck: error: unknown subcommand '" << argv[1] << "'"
+              << DidYouMean(argv[1], list) << " (one of: " << names << "; shardcheck --help)\n";
+    return 2;
+  }
+  if (const std::string typo = UnknownFlag(app, argc, argv); !typo.empty()) {
+    std::cerr << "shardcheck: error: " << typo << "\n";
     return 2;
   }
   try {

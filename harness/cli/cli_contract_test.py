@@ -69,6 +69,7 @@ def w(*parts):
 
 
 def main():
+    global CASES
     # A checkpoint at step 2 of 4 in a folder of saves (saves/step2, saves/latest).
     rc, out, err, _ = run(["train"] + SMALL + ["--steps", "4", "--save-at", "2", "--save-dir",
                                                w("saves", "step2"), "--out", w("first")])
@@ -95,6 +96,14 @@ def main():
                               "--save-at", "3", "--save-dir", w("saves2", "step3"),
                               "--save-sharding-type", "fully_reshardable", "--out", w("o5")],
          0, ["loaded", "PASS"])
+    # A hyperparameter that differs from the checkpoint's is a warning, on stderr only.
+    CASES += 1
+    rc, out, err, _ = run(["train"] + SMALL + ["--steps", "4", "--load", w("saves"), "--weight-decay", "0.5",
+                                               "--out", w("o5b")])
+    if not (rc == 0 and "shardcheck: warning: hyperparameter differs" in err
+            and "warning" not in out):
+        FAILURES.append(f"the hyperparameter warning goes to stderr: exit {rc}\n"
+                        f"    stdout: {out.strip()[-300:]}\n    stderr: {err.strip()[-300:]}")
     out = case("the next save takes --save-sharding-type",
                ["inspect", w("saves2", "step3"), "--json", "--no-verify"], 0)
     if out and json.loads(out)["sharding_type"] != "fully_reshardable":
@@ -108,7 +117,26 @@ def main():
     case("--steps 0 (train)", ["train", "--optimizer", "adamw", "--steps", "0", "--out", w("o8")],
          2, ["--steps", "at least 1"], absent=w("o8"))
     case("--threads 0", ["reference"] + SMALL + ["--threads", "0", "--out", w("o9")], 2,
-         ["--threads", "must be at least 1, got 0"], absent=w("o9"))
+         ["--threads: must be in [1, 1024]", "got 0"], absent=w("o9"))
+    case("--threads 100000: a range with its reason", ["train"] + SMALL + ["--threads", "100000",
+                                                                        "--out", w("o9b")], 2,
+         ["--threads: must be in [1, 1024] (threads of one rank), got 100000"], absent=w("o9b"),
+         within=10)
+    case("--seed -1 is refused, not wrapped", ["reference"] + SMALL + ["--seed", "-1", "--out",
+                                                                      w("o9c")], 2,
+         ["--seed: must be in [0, 9223372036854775807]", "got -1"], absent=w("o9c"))
+    case("readable bounds (gc --min-age -5)", ["gc", WORK, "--min-age", "-5"], 2,
+         ["--min-age: must be in [0, 3.2e+09]"])
+    case("readable bounds (run --timeout 0)", ["run", os.path.join(SRC, "scenarios/default.yaml"),
+                                                "--timeout", "0", "--out", w("o9d")], 2,
+         ["--timeout: must be in (0, 604800]"], absent=w("o9d"))
+    case("a mistyped flag names the nearest", ["train", "--optimzer", "adam", "--out", w("o9e")],
+         2, ["unknown flag '--optimzer'", "did you mean --optimizer?"], absent=w("o9e"))
+    case("a mistyped flag before its value", ["train"] + SMALL + ["--stesp", "5", "--out", w("o9f")],
+         2, ["unknown flag '--stesp'", "did you mean --steps?"], absent=w("o9f"))
+    case("--backend nccl without CUDA is bad input", ["train"] + SMALL + ["--backend", "nccl",
+                                                                         "--out", w("o9g")], 2,
+         ["--backend nccl", "no usable CUDA GPU", "--backend gloo"], absent=w("o9g"))
     case("--jobs 0", ["run", os.path.join(SRC, "scenarios/default.yaml"), "--jobs", "0", "--out",
                       w("o10")], 2, ["--jobs", "must be at least 1, got 0"], absent=w("o10"))
     case("--max-report -1", ["ckpt-diff", w("saves", "step2"), w("saves", "step2"),
@@ -120,11 +148,26 @@ def main():
     case("--dtype fp16 names what --dtype takes",
          ["reference"] + SMALL + ["--dtype", "fp16", "--out", w("o12")], 2,
          ["--dtype 'fp16': expected fp32 or bf16"], absent=w("o12"))
-    case("a bare unknown subcommand", ["trian"], 2, ["unknown subcommand 'trian'", "train"])
-    case("dp does not divide M, before any rank connects",
-         ["launch", "--nproc", "5", "--timeout", "60", "--", BIN, "train"] + SMALL +
-         ["--out", w("o13")], 2, ["DP size 5", "does not divide --micro-batches 24"],
-         absent=w("o13"), within=30)
+    case("a bare unknown subcommand", ["trian"], 2,
+         ["unknown subcommand 'trian'", "did you mean train?"])
+    case("launch of a program that does not exist: 2, never 127",
+         ["launch", "--nproc", "2", "--", "/nonexistent/prog"], 2,
+         ["cannot run '/nonexistent/prog'", "No such file or directory"])
+    case("launch of a name not on PATH", ["launch", "--nproc", "1", "--", "no-such-prog-xyz"], 2,
+         ["cannot run 'no-such-prog-xyz'", "PATH"])
+    out = case("dp does not divide M, before any rank connects",
+               ["launch", "--nproc", "5", "--timeout", "60", "--", BIN, "train"] + SMALL +
+               ["--out", w("o13")], 2, ["DP size 5", "does not divide --micro-batches 24"],
+               absent=w("o13"), within=30)
+    rc, _, err, _ = run(["launch", "--nproc", "5", "--timeout", "60", "--", BIN, "train"] + SMALL +
+                        ["--out", w("o13")])
+    lines = err.strip().splitlines()
+    if err.count("does not divide") != 1 or "does not divide" not in lines[-1] or len(lines) > 3:
+        FAILURES.append("launch: the ranks' one input error should be said once, as the last "
+                        f"line, in at most 3 lines:\n{err}")
+    case("a timeout: the launcher exits 124", ["launch", "--nproc", "1", "--timeout", "1", "--",
+                                                "sleep", "30"], 124, ["timeout after 1 s"],
+         within=15)
 
     # Exit codes of library failures.
     case("--out under /proc: environment (3), no raw library text",
@@ -137,6 +180,17 @@ def main():
          ["launch", "--nproc", "2", "--timeout", "60", "--", BIN, "comm-selftest", "--timeout",
           "20", "--die-rank", "1", "--die-after-ms", "300"], 137,
          ["rank 1 was killed by signal 9"])
+    case("ckpt-diff of two different states: a check failed (1)",
+         ["ckpt-diff", w("saves", "step2"), w("saves2", "step3")], 1, ["differ"])
+    case("inspect of a file says what it is", ["inspect", w("first", "final.safetensors")], 2,
+         ["is a file, not a checkpoint folder", "ckpt-diff"])
+    case("list of a folder says to give its files", ["list", os.path.join(SRC, "scenarios")], 2,
+         ["is a folder", "scenarios/*.yaml"])
+    os.makedirs(w("badlatest"))
+    with open(w("badlatest", "latest"), "w") as f:
+        f.write("nope\n")
+    case("a latest that names nothing says so", ["inspect", w("badlatest")], 2,
+         ["latest names 'nope'", "does not exist"])
     case("no peer at the rendezvous: environment (3)",
          ["train"] + SMALL + ["--timeout", "2", "--out", w("o16")], 3,
          ["rendezvous on rank 1 of 2", "127.0.0.1:9"], absent=w("o16"),

@@ -1,6 +1,7 @@
 #include "harness/cli/cli_options.h"
 
 #include <cctype>
+#include <cmath>
 
 #include "distributed/rendezvous.h"
 #include "spec/device.h"
@@ -67,8 +68,10 @@ void OracleCliOptions::Register(CLI::App* app, bool optimizer_required) {
             return s.empty() ? "is empty: give [name=]NxM,... or use --model" : "";
           },
           "SHAPES"));
-  app->add_option("--steps", steps, "optimizer steps")->capture_default_str()->check(AtLeast(1));
-  app->add_option("--seed", seed, "oracle seed")->capture_default_str();
+  app->add_option("--steps", steps, "optimizer steps")
+      ->capture_default_str()
+      ->check(AtLeast(1, kMaxSteps, "steps of one run"));
+  app->add_option("--seed", seed, "oracle seed")->capture_default_str()->check(SeedRange());
   app->add_option("--dtype", dtype, "model param dtype: fp32 | bf16 (main params are fp32)")
       ->capture_default_str();
   app->add_option("--device", device,
@@ -77,19 +80,23 @@ void OracleCliOptions::Register(CLI::App* app, bool optimizer_required) {
       ->capture_default_str();
   app->add_option("--micro-batches", micro_batches,
                   "global micro-batches M per step (1..32; DP size must divide it)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(IntIn(1, 32, "the oracle's sums stay exact up to 32"));
   app->add_option_function<double>(
       "--max-grad-norm", [this](double v) { setup.max_grad_norm = v; },
-      "clip the global grad norm (0: off)");
+      "clip the global grad norm (0: off)")
+      ->check(RealIn(0, HUGE_VAL));
   const std::string schedule = "LR schedule (every child and group follows it)";
   app->add_option_function<int64_t>(
          "--lr-warmup-steps", [this](int64_t v) { setup.lr_warmup_steps = v; },
          "linear warm-up over this many updates (default 0)")
+      ->check(IntIn(0, kMaxSteps, "steps of one run"))
       ->group(schedule);
   app->add_option_function<int64_t>(
          "--lr-decay-steps", [this](int64_t v) { setup.lr_decay_steps = v; },
          "decay over this many updates after the warm-up (Megatron's "
          "lr_decay_iters counts the warm-up too; this does not)")
+      ->check(IntIn(0, kMaxSteps, "steps of one run"))
       ->group(schedule);
   app->add_option_function<std::string>(
          "--lr-decay-style", [this](const std::string& v) { setup.lr_decay_style = v; },
@@ -98,6 +105,7 @@ void OracleCliOptions::Register(CLI::App* app, bool optimizer_required) {
   app->add_option_function<double>(
          "--min-lr", [this](double v) { setup.min_lr = v; },
          "the lr after the decay (linear and cosine)")
+      ->check(RealIn(0, HUGE_VAL))
       ->group(schedule);
   // Hyperparameters, from the registry.
   const std::vector<DeclaredHyperParam> declared = AllDeclaredHyperParams();
@@ -115,23 +123,6 @@ void OracleCliOptions::Register(CLI::App* app, bool optimizer_required) {
     AddHyperFlag(app, d, "scalar_", setup.scalar_hyper,
                  "The scalar optimizer of a whole-param kind (muon_*)");
   }
-}
-
-CLI::Validator AtLeast(long long min) {
-  return CLI::Validator(
-      [min](std::string& text) -> std::string {
-        long long v = 0;
-        size_t used = 0;
-        try {
-          v = std::stoll(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != text.size()) return "'" + text + "' is not an integer";
-        if (v < min) return "must be at least " + std::to_string(min) + ", got " + text;
-        return "";
-      },
-      "INT>=" + std::to_string(min));
 }
 
 OracleRunOptions OracleCliOptions::Resolve() const {

@@ -11,13 +11,10 @@
 #include <string>
 
 #include "harness/cell/oracle_run.h"
+#include "harness/cli/numeric_flags.h"
 #include "spec/setup_request.h"
 
 namespace shardcheck {
-
-// A CLI11 check that an integer option is at least `min`: "--threads: must
-// be at least 1, got 0" instead of CLI11's range text.
-CLI::Validator AtLeast(long long min);
 
 struct OracleCliOptions {
   std::string model = "gpt-tiny";

@@ -106,7 +106,7 @@ void AddCkptDiffCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--max-report", *max_report,
                   "differing tensors to print (each with its first differing elements)")
       ->capture_default_str()
-      ->check(AtLeast(0));
+      ->check(AtLeast(0, 1 << 30));
   cmd->callback([&action, a, b, max_report] {
     action = [=]() {
       const ModelSpaceSource sa = ReadModelSpaceSource(*a);

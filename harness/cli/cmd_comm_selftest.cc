@@ -13,6 +13,7 @@
 
 #include "distributed/rendezvous.h"
 #include "harness/cli/cli.h"
+#include "harness/cli/numeric_flags.h"
 #include "harness/launch/comm_selftest.h"
 
 namespace shardcheck {
@@ -77,15 +78,18 @@ void AddCommSelftestCommand(CLI::App& app, std::function<int()>& action) {
       ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
   cmd->add_option("--timeout", o->timeout_s, "collective and rendezvous timeout, seconds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", o->seed, "input seed")->capture_default_str();
+      ->check(RealIn(0, 604800, "at most a week", true));
+  cmd->add_option("--seed", o->seed, "input seed")->capture_default_str()->check(SeedRange());
   auto* iterations = cmd->add_option("--iterations", o->iterations, "rounds of checks")
                          ->capture_default_str()
-                         ->check(CLI::PositiveNumber);
+                         ->check(IntIn(1, 1000000, "rounds of one self-test"));
   cmd->add_option("--die-rank", o->die_rank,
                   "this rank SIGKILLs itself --die-after-ms after connecting; the others run "
-                  "rounds until they fail");
-  cmd->add_option("--die-after-ms", o->die_after_ms, "see --die-rank")->capture_default_str();
+                  "rounds until they fail")
+      ->check(IntIn(0, 1 << 20, "a rank"));
+  cmd->add_option("--die-after-ms", o->die_after_ms, "see --die-rank")
+      ->capture_default_str()
+      ->check(IntIn(0, 3600000, "at most an hour"));
   cmd->callback([&action, o, iterations] {
     const bool iterations_given = iterations->count() > 0;
     action = [o, iterations_given] { return RunSelftest(*o, iterations_given); };

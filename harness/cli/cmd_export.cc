@@ -6,6 +6,7 @@
 #include "harness/cell/run_files.h"
 #include "harness/cli/checkpoint_source.h"
 #include "harness/cli/cli.h"
+#include "harness/cell/output_target.h"
 #include "spec/error.h"
 
 namespace shardcheck {
@@ -20,9 +21,13 @@ void AddExportCommand(CLI::App& app, std::function<int()>& action) {
   auto dir = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   cmd->add_option("dir", *dir, "checkpoint folder")->required();
-  cmd->add_option("--out", *out, "safetensors file to write (replaced atomically)")->required();
-  cmd->callback([&action, dir, out] {
+  auto force = std::make_shared<bool>(false);
+  cmd->add_option("--out", *out, "safetensors file to write (must not exist; written atomically)")
+      ->required();
+  cmd->add_flag("--force", *force, "replace --out when it exists");
+  cmd->callback([&action, dir, out, force] {
     action = [=]() {
+      CheckFileTarget(*out, *force, "--out");
       if (!std::filesystem::is_directory(*dir)) throw Error(*dir + " is not a checkpoint folder");
       const ModelSpaceSource s = ReadModelSpaceSource(*dir);
       const std::filesystem::path parent = std::filesystem::path(*out).parent_path();

@@ -5,6 +5,7 @@
 
 #include "distributed/stale_saves.h"
 #include "harness/cli/cli.h"
+#include "harness/cli/numeric_flags.h"
 #include "spec/error.h"
 
 namespace shardcheck {
@@ -21,7 +22,7 @@ void AddGcCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("dir", *dir, "folder of saves")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--min-age", *min_age, "keep stale folders younger than this, in seconds")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(RealIn(0, 3.2e9, "about a century"));
   cmd->add_flag("--dry-run", *dry_run, "list what would be removed, remove nothing");
   cmd->callback([&action, dir, min_age, dry_run] {
     action = [=]() {

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "distributed/file_util.h"
+#include "harness/cell/output_target.h"
 #include "harness/cli/cli.h"
 #include "spec/config_json.h"
 
@@ -61,9 +62,13 @@ void AddOptimizersCommand(CLI::App& app, std::function<int()>& action) {
   auto out = std::make_shared<std::string>();
   cmd->add_flag("--json", *json, "the registry as JSON");
   cmd->add_flag("--names", *names, "the named setups, one per line")->excludes("--json");
-  cmd->add_option("--out", *out, "write to this file (atomically) instead of stdout");
-  cmd->callback([&action, json, names, out] {
+  auto force = std::make_shared<bool>(false);
+  cmd->add_option("--out", *out,
+                  "write to this file (atomically; it must not exist) instead of stdout");
+  cmd->add_flag("--force", *force, "replace --out when it exists");
+  cmd->callback([&action, json, names, out, force] {
     action = [=]() {
+      if (!out->empty()) CheckFileTarget(*out, *force, "--out");
       std::string text;
       if (*json) {
         text = RegistryJson().dump(2) + "\n";

@@ -6,6 +6,7 @@
 
 #include "distributed/safetensors.h"
 #include "harness/cli/cli.h"
+#include "harness/cell/output_target.h"
 #include "harness/cli/cli_options.h"
 #include "spec/error.h"
 #include "testing/model_spec.h"
@@ -55,17 +56,22 @@ void AddOracleCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--model", o->model,
                   "an oracle model: gpt-tiny, mixed-small, shapes:<list>, or sparse-<one of those>")
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "oracle seed")->capture_default_str();
-  cmd->add_option("--steps", o->steps, "steps 1..N")->capture_default_str()->check(AtLeast(1));
+  cmd->add_option("--seed", o->seed, "oracle seed")->capture_default_str()->check(SeedRange());
+  cmd->add_option("--steps", o->steps, "steps 1..N")
+      ->capture_default_str()
+      ->check(AtLeast(1, 100000, "every step's gradients go into one file"));
   cmd->add_option("--dp", o->dp, "DP size (must divide --micro-batches)")
       ->capture_default_str()
-      ->check(AtLeast(1));
+      ->check(AtLeast(1, 32, "it divides --micro-batches"));
   cmd->add_option("--micro-batches", o->micro_batches, "M, 1..32")
       ->capture_default_str()
-      ->check(CLI::Range(1, 32));
-  cmd->add_option("--out", o->out, "the safetensors file to write")->required();
-  cmd->callback([&action, o] {
-    action = [o]() {
+      ->check(IntIn(1, 32, "the oracle's sums stay exact up to 32"));
+  auto force = std::make_shared<bool>(false);
+  cmd->add_option("--out", o->out, "the safetensors file to write (must not exist)")->required();
+  cmd->add_flag("--force", *force, "replace --out when it exists");
+  cmd->callback([&action, o, force] {
+    action = [o, force]() {
+      CheckFileTarget(o->out, *force, "--out");
       if (o->micro_batches % o->dp != 0)
         throw Error("--dp " + std::to_string(o->dp) + " does not divide --micro-batches " +
                     std::to_string(o->micro_batches));

@@ -7,6 +7,7 @@
 #include "harness/cell/run_files.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/cli_options.h"
+#include "harness/cell/output_target.h"
 
 namespace shardcheck {
 
@@ -19,20 +20,24 @@ void AddReferenceCommand(CLI::App& app, std::function<int()>& action) {
   auto opts = std::make_shared<OracleCliOptions>();
   auto out = std::make_shared<std::string>();
   auto threads = std::make_shared<int>(1);
+  auto force = std::make_shared<bool>(false);
   opts->Register(cmd);
-  cmd->add_option("--out", *out, "output folder (created if missing)")->required();
+  cmd->add_option("--out", *out,
+                  "output folder to create (absent or empty; written when the run ends)")
+      ->required();
+  cmd->add_flag("--force", *force, "replace --out when it exists and is not empty");
   cmd->add_option("--threads", *threads, "libtorch intra-op threads")
       ->capture_default_str()
-      ->check(AtLeast(1));
-  cmd->callback([&action, opts, out, threads] {
-    action = [opts, out, threads]() {
+      ->check(IntIn(1, 1024, "threads of one process"));
+  cmd->callback([&action, opts, out, threads, force] {
+    action = [opts, out, threads, force]() {
       at::set_num_threads(*threads);
       const OracleRunOptions run = opts->Resolve();
-      OutputDir dir(*out);
+      OutputFolder dir(*out, *force);
       ReferenceOptimizer opt = RunReferenceOnOracle(run);
-      WriteFinalState(*out + "/final.safetensors", opt.GetStateDict());
-      WriteJsonFile(*out + "/config.json", RunConfigJson(run, opt.step()));
-      dir.Keep();
+      WriteFinalState(dir.Staging() + "/final.safetensors", opt.GetStateDict());
+      WriteJsonFile(dir.Staging() + "/config.json", RunConfigJson(run, opt.step()));
+      dir.Commit();
       std::cout << "reference " << run.setup.name << " on " << run.model.name << " ("
                 << DtypeName(run.dtype) << ") on " << run.device.str() << ", " << opt.step()
                 << " steps: wrote " << *out << "/final.safetensors and " << *out

@@ -7,8 +7,10 @@
 #include <sstream>
 
 #include "distributed/file_util.h"
+#include "harness/cell/output_target.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/cli_options.h"
+#include "harness/matrix/check_coverage.h"
 #include "harness/matrix/runner.h"
 
 namespace shardcheck {
@@ -22,8 +24,9 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
       "processes with --processes); NCCL cells, and every cell with --device cuda, run one rank "
       "process per GPU through the launcher, cells at once on disjoint GPUs. Writes "
       "DIR/<cell-id>/result.json and DIR/results.json (docs/results-schema.md). Exit 0 if every "
-      "cell passed or was skipped, 1 if one failed, 3 if one errored and none failed, 2 on a "
-      "malformed scenario.");
+      "cell that ran passed and one ran, 1 if one failed, 3 if one errored and none failed or if "
+      "every cell was skipped, 2 on a malformed scenario or an --out that holds output; on "
+      "SIGINT/SIGTERM, results.json of the finished cells and 128 + the signal.");
   auto files = std::make_shared<std::vector<std::string>>();
   auto o = std::make_shared<RunnerOptions>();
   auto timeout_s = std::make_shared<double>(120.0);
@@ -32,10 +35,16 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
       "--filter", o->filter,
       "only cells matching: comma-separated key=value (id, optimizer, sharding_type, dp, "
       "resume_dp, dtype, model, scenario) or substrings of the cell id");
-  cmd->add_option("--out", o->out_dir, "results folder")->capture_default_str();
-  cmd->add_option("--jobs", o->jobs, "cells run at once")->capture_default_str()->check(AtLeast(1));
+  cmd->add_option("--out", o->out_dir, "results folder (absent or empty, unless --force)")
+      ->capture_default_str();
+  cmd->add_flag("--force", o->force, "empty --out first when it holds anything");
+  cmd->add_option("--jobs", o->jobs, "cells run at once")
+      ->capture_default_str()
+      ->check(AtLeast(1, 256, "cells at once"));
   cmd->add_flag("--quiet", o->quiet, "no live progress line");
-  cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
+  cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")
+      ->capture_default_str()
+      ->check(RealIn(0, 604800, "at most a week", true));
   auto device = std::make_shared<std::string>("cpu");
   cmd->add_option("--device", *device,
                   "cpu: Gloo cells on the CPU, NCCL cells on GPUs | cuda: every cell on GPUs over "
@@ -43,16 +52,17 @@ void AddRunCommand(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_flag("--processes", o->processes,
                 "run Gloo cells' ranks as processes through the launcher, as GPU cells run");
-  auto thread_comm = std::make_shared<std::string>("gloo");
+  auto thread_comm = std::make_shared<std::string>("in-process");
   cmd->add_option("--thread-comm", *thread_comm,
-                  "what Gloo cells' thread-ranks talk through: gloo (TCP on loopback) | "
-                  "in-process (shared memory, the same collectives, several times faster)")
+                  "what Gloo cells' thread-ranks talk through: in-process (shared memory, the "
+                  "same collectives and checks, several times faster) | gloo (TCP on loopback, "
+                  "as rank processes talk)")
       ->capture_default_str()
       ->check(CLI::IsMember({"gloo", "in-process"}));
   cmd->add_option("--gpus", o->gpus,
                   "GPUs for GPU cells (default: every visible one); a cell needing more ranks is "
                   "skipped")
-      ->check(AtLeast(0));
+      ->check(IntIn(0, 1024, "GPUs of one node"));
   cmd->callback([&action, files, o, timeout_s, device, thread_comm] {
     action = [=]() {
       at::set_num_threads(1);
@@ -134,7 +144,9 @@ void AddCellRankCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--phase", *phase, "uninterrupted | resumed")->required();
   cmd->add_option("--dir", *dir, "the cell's folder (checkpoint, results)")->required();
   cmd->add_option("--device", *device, "cpu | cuda | auto")->capture_default_str();
-  cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")->capture_default_str();
+  cmd->add_option("--timeout", *timeout_s, "collective timeout in seconds")
+      ->capture_default_str()
+      ->check(RealIn(0, 604800, "at most a week", true));
   cmd->callback([&action, file, cell, phase, dir, device, timeout_s] {
     action = [=]() {
       at::set_num_threads(1);
@@ -159,7 +171,9 @@ void AddListCommand(CLI::App& app, std::function<int()>& action) {
   auto group_by = std::make_shared<std::string>();
   auto timeout = std::make_shared<int>(600);
   cmd->add_option("scenarios", *files, "scenario YAML files")->required();
-  cmd->add_option("--ctest", *ctest, "write a CTest include file here");
+  cmd->add_option("--ctest", *ctest, "write a CTest include file here (it must not exist)");
+  auto force = std::make_shared<bool>(false);
+  cmd->add_flag("--force", *force, "replace the --ctest file when it exists");
   cmd->add_option("--group-by", *group_by,
                   "one test per combination of these cell dimensions, e.g. optimizer,sharding_type "
                   "(default: one test per cell; a test runs its cells in one process)");
@@ -167,19 +181,24 @@ void AddListCommand(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--out-root", *out_root, "results folder of the tests")->capture_default_str();
   cmd->add_option("--test-timeout", *timeout, "CTest TIMEOUT per test, seconds")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(IntIn(1, 604800, "at most a week"));
   auto thread_comm = std::make_shared<std::string>();
   cmd->add_option("--thread-comm", *thread_comm,
                   "the tests' `run --thread-comm` (default: run's own default)")
       ->check(CLI::IsMember({"gloo", "in-process"}));
-  cmd->callback([&action, files, ctest, binary, out_root, group_by, timeout, thread_comm] {
+  cmd->callback([&action, files, ctest, binary, out_root, group_by, timeout, thread_comm, force] {
     action = [=]() {
+      if (!ctest->empty()) CheckFileTarget(*ctest, *force, "--ctest");
       const std::vector<std::string> dims = SplitCommas(*group_by);
       std::string out;
       size_t n = 0, tests = 0;
       for (const auto& f : *files) {
         const Scenario sc = LoadScenario(f);
         n += sc.cells.size();
+        for (const Cell& c : sc.cells)
+          if (const std::string w = UncheckedWarning(c); !w.empty())
+            std::cerr << "shardcheck: warning: " << w << "\n";
         if (ctest->empty()) {
           for (const Cell& c : sc.cells) {
             std::string labels;
@@ -193,8 +212,8 @@ void AddListCommand(CLI::App& app, std::function<int()>& action) {
           std::string labels;
           for (const auto& l : g.labels) labels += (labels.empty() ? "" : ";") + l;
           out += "add_test([=[" + g.name + "]=] [=[" + *binary + "]=] run [=[" + f +
-                 "]=] --quiet --filter [=[" + g.filter + "]=] --out [=[" + *out_root + "/" +
-                 g.name + "]=]" + (thread_comm->empty() ? "" : " --thread-comm " + *thread_comm) +
+                 "]=] --quiet --force --filter [=[" + g.filter + "]=] --out [=[" + *out_root +
+                 "/" + g.name + "]=]" + (thread_comm->empty() ? "" : " --thread-comm " + *thread_comm) +
                  ")\n";
           out += "set_tests_properties([=[" + g.name + "]=] PROPERTIES LABELS [=[" + labels +
                  "]=] TIMEOUT " + std::to_string(*timeout) + " PROCESSORS " +

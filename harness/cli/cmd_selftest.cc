@@ -1,6 +1,10 @@
 // `shardcheck selftest`: does the matrix catch the bugs it exists for?
 // (harness/detection/selftest.h, docs/detection.md)
+#include <filesystem>
+
+#include "harness/cell/output_target.h"
 #include "harness/cli/cli.h"
+#include "harness/cli/numeric_flags.h"
 #include "harness/detection/selftest.h"
 
 namespace shardcheck {
@@ -22,9 +26,12 @@ void AddSelftestCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--failpoint", o->failpoint, "only this silent-bug failpoint");
   cmd->add_option("--jobs", o->jobs, "run processes at once")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(IntIn(1, 256, "processes at once"));
   cmd->add_option("--out", o->out_dir, "results folder (selftest.json, selftest/)")
       ->capture_default_str();
+  auto force = std::make_shared<bool>(false);
+  cmd->add_flag("--force", *force,
+                "replace OUT/selftest.json and OUT/selftest/ when they exist (otherwise refused)");
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
   auto list = std::make_shared<bool>(false);
   auto names = std::make_shared<std::string>();
@@ -34,10 +41,20 @@ void AddSelftestCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--names", *names,
                   "write the silent-bug failpoint names to this file, one per line (for ctest); "
                   "run nothing");
-  cmd->callback([&action, o, list, names] {
+  cmd->callback([&action, o, list, names, force] {
     action = [=] {
       if (*list) return ListSilentFailpoints();
-      if (!names->empty()) return WriteSilentFailpointNames(*names);
+      if (!names->empty()) {
+        CheckFileTarget(*names, *force, "--names");
+        return WriteSilentFailpointNames(*names);
+      }
+      const std::filesystem::path out(o->out_dir);
+      CheckFileTarget((out / "selftest.json").string(), *force, "--out");
+      CheckFolderTarget((out / "selftest").string(), *force, "--out");
+      if (*force) {
+        std::filesystem::remove(out / "selftest.json");
+        std::filesystem::remove_all(out / "selftest");
+      }
       return RunSelftest(*o);
     };
   });

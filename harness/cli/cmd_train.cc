@@ -14,6 +14,7 @@
 #include "harness/cli/checkpoint_source.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/cli_options.h"
+#include "harness/cell/output_target.h"
 #include "spec/device.h"
 #include "spec/error.h"
 
@@ -25,6 +26,7 @@ namespace {
 struct TrainFlags {
   OracleCliOptions run;
   std::string out;
+  bool force = false;
   int64_t bucket_size = 0;
   bool compare = false;
   std::string backend = "auto";
@@ -121,6 +123,8 @@ std::optional<CheckpointMetadata> ResolveLoad(const TrainFlags& f, TrainOptions&
 
 TrainOptions ResolveTrain(const TrainFlags& f) {
   TrainOptions t;
+  // Every rank refuses an --out that holds output (only rank 0 writes it).
+  CheckFolderTarget(f.out, f.force, "--out");
   t.run = f.run.Resolve();
   t.run.kernel_threads = f.threads;
   t.bucket_size = f.bucket_size;
@@ -154,9 +158,9 @@ int Train(const TrainFlags& f) {
   std::unique_ptr<Communicator> comm =
       ConnectFromEnvironment(BackendFor(t.run.device, f.backend), timeout);
   const bool root = comm->rank() == 0;
-  std::optional<OutputDir> out;
+  std::optional<OutputFolder> out;
   if (root) {
-    out.emplace(f.out);
+    out.emplace(f.out, f.force);
     std::cout << "train " << t.run.setup.name << " on " << t.run.model.name << " ("
               << DtypeName(t.run.dtype) << "), dp " << comm->size() << ", backend "
               << comm->backend() << ", device " << t.run.device.str() << ", " << t.run.steps
@@ -164,10 +168,11 @@ int Train(const TrainFlags& f) {
   }
   TrainResult r = RunDistributed(t, *comm, root ? &std::cout : nullptr);
   if (root) {
-    WriteJsonFile(f.out + "/result.json", TrainResultJson(t, comm->size(), r));
-    WriteFinalState(f.out + "/final.safetensors", r.final_state);
-    WriteJsonFile(f.out + "/config.json", RunConfigJson(t.run, r.final_state.step));
-    out->Keep();
+    const std::string& dir = out->Staging();
+    WriteJsonFile(dir + "/result.json", TrainResultJson(t, comm->size(), r));
+    WriteFinalState(dir + "/final.safetensors", r.final_state);
+    WriteJsonFile(dir + "/config.json", RunConfigJson(t.run, r.final_state.step));
+    out->Commit();
     PrintVerdict(r, f.out);
   }
   comm->Barrier();
@@ -175,7 +180,8 @@ int Train(const TrainFlags& f) {
 }
 
 void RegisterSaveAndLoad(CLI::App* cmd, TrainFlags& f) {
-  cmd->add_option("--save-at", f.save_at, "save a checkpoint after this step (0: never)");
+  cmd->add_option("--save-at", f.save_at, "save a checkpoint after this step (0: never)")
+      ->check(IntIn(0, kMaxSteps, "steps of one run"));
   cmd->add_option("--save-dir", f.save_dir, "checkpoint folder to create (must not exist)");
   cmd->add_option_function<std::string>(
          "--sharding-type",
@@ -220,10 +226,13 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
   auto f = std::make_shared<TrainFlags>();
   f->run.Register(cmd);
   RegisterSaveAndLoad(cmd, *f);
-  cmd->add_option("--out", f->out, "output folder (rank 0 writes it)")->required();
+  cmd->add_option("--out", f->out,
+                  "output folder to create (absent or empty; rank 0 writes it when the run ends)")
+      ->required();
+  cmd->add_flag("--force", f->force, "replace --out when it exists and is not empty");
   cmd->add_option("--bucket-size", f->bucket_size, "bucket size in elements (0: one bucket)")
       ->capture_default_str()
-      ->check(AtLeast(0));
+      ->check(IntIn(0, 1LL << 40, "elements of one bucket"));
   cmd->add_flag("--compare-reference", f->compare,
                 "run the reference beside it and compare bytewise after every step");
   cmd->add_option("--backend", f->backend,
@@ -231,12 +240,12 @@ void AddTrainCommand(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--timeout", f->timeout_s, "collective timeout in seconds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(RealIn(0, 604800, "at most a week", true));
   cmd->add_option("--threads", f->threads,
                   "threads per rank: the fused shard kernels split over them (the same bits for "
                   "any count), and libtorch's intra-op threads")
       ->capture_default_str()
-      ->check(AtLeast(1));
+      ->check(IntIn(1, 1024, "threads of one rank"));
   cmd->callback([&action, f] { action = [f]() { return Train(*f); }; });
 }
 

@@ -4,7 +4,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,9 +14,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
+#include "harness/launch/rank_errors.h"
 #include "spec/error.h"
 
 extern char** environ;
@@ -112,6 +116,8 @@ struct Stream {
   int fd = -1;  // read end; -1 once closed
   int sink = -1;
   std::string pending;
+  int rank = 0;                // the global rank it belongs to
+  RankErrors* held = nullptr;  // stderr: where its error lines wait for the end
 };
 
 struct Rank {
@@ -122,17 +128,23 @@ struct Rank {
   Stream err;
 };
 
-// Copies complete lines (and, at EOF or past 64 KiB, the rest) with the prefix.
+// Copies complete lines (and, at EOF or past 64 KiB, the rest) with the
+// prefix, each line whole in one write; error lines of stderr go to
+// `held` instead, said once at the job's end.
 void Forward(Stream& s, const std::string& prefix, bool eof) {
   size_t start = 0;
   std::string text;
-  for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-    text += prefix;
-    text.append(s.pending, start, nl + 1 - start);
-  }
+  auto line = [&](const std::string& l) {
+    if (s.held && RankErrors::IsErrorLine(l))
+      s.held->Add(s.rank, l);
+    else
+      text += prefix + l + "\n";
+  };
+  for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1)
+    line(s.pending.substr(start, nl - start));
   s.pending.erase(0, start);
   if (!s.pending.empty() && (eof || s.pending.size() > (1u << 16))) {
-    text += prefix + s.pending + "\n";
+    line(s.pending);
     s.pending.clear();
   }
   if (!text.empty()) WriteAll(s.sink, text);
@@ -200,8 +212,9 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
   return p;
 }
 
-// Starts rank `k`: its own process group, stdout/stderr into fresh pipes.
-void Start(const LaunchOptions& o, int k, int port, Rank& rank) {
+// Starts rank `k`: its own process group, stdout/stderr into fresh pipes
+// (its error lines held in `held`).
+void Start(const LaunchOptions& o, int k, int port, Rank& rank, RankErrors* held) {
   int out[2];
   int err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -211,11 +224,20 @@ void Start(const LaunchOptions& o, int k, int port, Rank& rank) {
   std::vector<std::string> args = o.command;
   std::vector<char*> envp = Pointers(env);
   std::vector<char*> argv = Pointers(args);
+  const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw Error(std::string("launch: fork() failed: ") + std::strerror(errno));
   if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
+    // Child: only async-signal-safe calls until exec. A rank lives no
+    // longer than its launcher: SIGKILL when the launcher dies (even by
+    // SIGKILL, or before this prctl), so a killed job never goes on to
+    // commit a save on its own, as torchrun's agent ensures.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(128 + SIGKILL);
     setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
@@ -235,8 +257,8 @@ void Start(const LaunchOptions& o, int k, int port, Rank& rank) {
   close(err[1]);
   rank.pid = pid;
   rank.running = true;
-  rank.out = Stream{out[0], o.out_fd, ""};
-  rank.err = Stream{err[0], o.err_fd, ""};
+  rank.out = Stream{out[0], o.out_fd, "", GlobalRank(o, k), nullptr};
+  rank.err = Stream{err[0], o.err_fd, "", GlobalRank(o, k), held};
 }
 
 class Job {
@@ -254,7 +276,7 @@ class Job {
     std::optional<Clock::time_point> deadline;
     if (o_.timeout_s > 0) deadline = start + ToDuration(o_.timeout_s);
     try {
-      for (int k = 0; k < o_.nproc; ++k) Start(o_, k, port, ranks_[static_cast<size_t>(k)]);
+      for (int k = 0; k < o_.nproc; ++k) Start(o_, k, port, ranks_[static_cast<size_t>(k)], &held_);
     } catch (...) {
       Stop(SIGKILL);
       Loop(sig_pipe[0], std::nullopt);
@@ -265,6 +287,7 @@ class Job {
     Loop(sig_pipe[0], deadline);
     close(sig_pipe[0]);
     close(sig_pipe[1]);
+    SayEnd();
     return result_.value_or(0);
   }
 
@@ -289,8 +312,7 @@ class Job {
     result_ = code;
     Stop(sig);
     kill_at_ = Clock::now() + ToDuration(o_.grace_s);
-    for (size_t k : failed_)
-      Say(RankName(o_, static_cast<int>(k)) + " " + Describe(ranks_[k].status));
+    for (size_t k : failed_) NoteStopped(k);
     failed_.clear();
   }
 
@@ -320,7 +342,7 @@ class Job {
       last_exit_ = Clock::now();
       if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
       if (result_) {
-        Say(RankName(o_, static_cast<int>(k)) + " " + Describe(status));
+        NoteStopped(k);
         continue;
       }
       failed_.push_back(k);
@@ -342,6 +364,48 @@ class Job {
         "; stopping the other ranks");
     failed_.erase(std::find(failed_.begin(), failed_.end(), cause));
     BeginStop(ExitCodeOf(ranks_[cause].status), SIGTERM);
+  }
+
+  // A rank that ended after the cause: said at the end, grouped by how.
+  void NoteStopped(size_t k) {
+    const std::string how = Describe(ranks_[k].status);
+    for (auto& [h, who] : stopped_)
+      if (h == how) {
+        who.push_back(GlobalRank(o_, static_cast<int>(k)));
+        return;
+      }
+    stopped_.push_back({how, {GlobalRank(o_, static_cast<int>(k))}});
+  }
+
+  // The job's last lines: how the other ranks ended (one line: "ranks 0,2 were
+  // killed by signal 15 (Terminated)", or with several ways "ranks 0,2-4 ended
+  // after it: 0,2-3 killed by signal 15 (Terminated); 4 exited with code 2"), then
+  // the ranks' error lines, each once, naming the ranks that said it.
+  void SayEnd() {
+    if (!stopped_.empty()) Say(StoppedLine());
+    stopped_.clear();
+    if (!held_.empty()) WriteAll(o_.err_fd, held_.Render());
+  }
+
+  std::string StoppedLine() const {
+    const std::string node =
+        o_.nnodes > 1 ? "(node " + std::to_string(o_.node_rank) + ") " : std::string();
+    if (stopped_.size() == 1) {
+      const auto& [how, who] = stopped_.front();
+      const bool one = who.size() == 1;
+      // "was killed by ..." / "exited with ...": plural for several ranks.
+      const std::string verb = !one && how.rfind("was ", 0) == 0 ? "were " + how.substr(4) : how;
+      return std::string(one ? "rank " : "ranks ") + node + RankList(who) + " " + verb;
+    }
+    std::vector<int> all;
+    std::string ways;
+    for (const auto& [how, who] : stopped_) {
+      all.insert(all.end(), who.begin(), who.end());
+      ways += (ways.empty() ? "" : "; ") + RankList(who) + " " +
+              (how.rfind("was ", 0) == 0 ? how.substr(4) : how);
+    }
+    std::sort(all.begin(), all.end());
+    return "ranks " + node + RankList(all) + " ended after it: " + ways;
   }
 
   bool AnyRunning() const {
@@ -432,7 +496,42 @@ class Job {
   std::optional<Clock::time_point> cause_deadline_;
   std::optional<Clock::time_point> kill_at_;
   Clock::time_point last_exit_ = Clock::now();
+  RankErrors held_;  // the ranks' error lines, said last
+  // Ranks that failed after the cause was named, by how they ended.
+  std::vector<std::pair<std::string, std::vector<int>>> stopped_;
 };
+
+}  // namespace
+
+namespace {
+
+// The rank command must be a program this host can run (found on PATH as
+// execvp looks, or a path to an executable file): otherwise every rank
+// would exit 127, a code the contract does not have.
+void RequireRunnable(const std::string& program) {
+  auto runnable = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    if (runnable(program)) return;
+    struct stat st {};
+    const std::string why = ::stat(program.c_str(), &st) != 0 ? std::strerror(errno)
+                            : S_ISDIR(st.st_mode)              ? "it is a folder"
+                                                               : "it is not executable";
+    throw Error("launch: cannot run '" + program + "': " + why);
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = dirs.substr(start, end - start);
+    if (runnable((dir.empty() ? "." : dir) + "/" + program)) return;
+    start = end + 1;
+  }
+  throw Error("launch: cannot run '" + program + "': no such program on PATH");
+}
 
 }  // namespace
 
@@ -451,6 +550,7 @@ int Launch(const LaunchOptions& options) {
                 " needs --master-addr (the host of node 0) and --master-port, the same on every "
                 "node");
   }
+  RequireRunnable(options.command.front());
   Job job(options);
   return job.Run();
 }

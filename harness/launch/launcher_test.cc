@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "spec/error.h"
+
 namespace shardcheck {
 namespace {
 
@@ -177,9 +179,53 @@ TEST(Launcher, FailingRankExitCodeIsPropagatedAndOthersStopped) {
   EXPECT_EQ(r.code, 7) << r.err;
   EXPECT_TRUE(Has(r.err, "shardcheck launch: rank 1 exited with code 7; stopping the other ranks"))
       << r.err;
-  EXPECT_TRUE(Has(r.err, "rank 0 was killed by signal 15")) << r.err;
-  EXPECT_TRUE(Has(r.err, "rank 2 was killed by signal 15")) << r.err;
+  // The ranks stopped after the cause: one line for the way they ended.
+  EXPECT_TRUE(Has(r.err, "shardcheck launch: ranks 0,2 were killed by signal 15")) << r.err;
   EXPECT_LT(r.seconds, 10.0);
+}
+
+// Ranks that end after the cause in different ways still take one line.
+TEST(Launcher, RanksEndingAfterTheCauseInSeveralWaysTakeOneLine) {
+  const Result r = LaunchSh(4,
+                            "if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 7; fi; "
+                            "if [ \"$RANK\" = 3 ]; then trap 'exit 5' TERM; fi; "
+                            "sleep 30 & wait");
+  EXPECT_EQ(r.code, 7) << r.err;
+  EXPECT_TRUE(Has(r.err,
+                  "shardcheck launch: ranks 0,2-3 ended after it: 0,2 killed by signal 15 "
+                  "(Terminated); 3 exited with code 5\n"))
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+}
+
+// Every rank failing with the same error line: said once, last, naming the
+// ranks (a launcher of 64 ranks prints 3 lines, not 75).
+TEST(Launcher, OneErrorOfManyRanksIsSaidOnceAsTheLastLine) {
+  const Result r = LaunchSh(4,
+                            "echo \"step 1\"; echo \"shardcheck: error: DP size 4 does not "
+                            "divide M\" >&2; sleep 0.3; exit 2");
+  EXPECT_EQ(r.code, 2) << r.err;
+  const std::string last = "[ranks 0-3] shardcheck: error: DP size 4 does not divide M\n";
+  ASSERT_GE(r.err.size(), last.size()) << r.err;
+  EXPECT_EQ(r.err.substr(r.err.size() - last.size()), last) << r.err;
+  EXPECT_EQ(r.err.find("does not divide"), r.err.rfind("does not divide")) << r.err;
+  EXPECT_TRUE(Has(r.out, "[rank 2] step 1\n")) << r.out;
+}
+
+// A line a rank writes in pieces, while another rank writes too, comes out
+// whole behind one prefix.
+TEST(Launcher, LinesWrittenInPiecesStayWhole) {
+  const Result r = LaunchSh(3,
+                            "for i in 1 2 3; do printf \"part-$RANK-\"; sleep 0.05; "
+                            "printf \"end-$RANK\\n\"; done");
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    const std::string k(1, line.size() > 6 ? line[6] : '?');
+    EXPECT_EQ(line, "[rank " + k + "] part-" + k + "-end-" + k) << r.out;
+  }
+  EXPECT_EQ(count, 9) << r.out;
 }
 
 // A rank whose collective failed (exit 3) because its peer died is not the
@@ -193,8 +239,11 @@ TEST(Launcher, PeerKilledJustAfterACommunicationFailureIsNamedTheCause) {
                   "shardcheck launch: rank 1 was killed by signal 9 (Killed); stopping the "
                   "other ranks"))
       << r.err;
-  EXPECT_TRUE(Has(r.err, "shardcheck launch: rank 0 exited with code 3\n")) << r.err;
-  EXPECT_LT(r.err.find("rank 1 was killed"), r.err.find("rank 0 exited")) << r.err;
+  EXPECT_TRUE(Has(r.err,
+                  "shardcheck launch: ranks 0,2 ended after it: 0 exited with code 3; 2 killed "
+                  "by signal 15 (Terminated)\n"))
+      << r.err;
+  EXPECT_LT(r.err.find("rank 1 was killed"), r.err.find("0 exited")) << r.err;
   EXPECT_LT(r.seconds, 10.0);
 }
 
@@ -230,17 +279,23 @@ TEST(Launcher, RankIgnoringSigtermIsKilledAfterGrace) {
   EXPECT_LT(r.seconds, 5.0);
 }
 
-TEST(Launcher, CommandThatCannotRunGives127) {
-  Capture out;
-  Capture err;
+// A command that cannot run is bad input, said before any rank starts
+// (never the shell's 127, which the exit-code contract does not have).
+TEST(Launcher, CommandThatCannotRunIsAnInputError) {
   LaunchOptions o;
   o.nproc = 2;
-  o.command = {"/nonexistent/shardcheck-no-such-program"};
-  o.out_fd = out.fd();
-  o.err_fd = err.fd();
-  EXPECT_EQ(Launch(o), 127);
-  EXPECT_TRUE(Has(err.Text(), "cannot run '/nonexistent/shardcheck-no-such-program'"))
-      << err.Text();
+  for (const std::string& program :
+       {std::string("/nonexistent/shardcheck-no-such-program"), std::string("/tmp"),
+        std::string("shardcheck-no-such-program-on-path")}) {
+    o.command = {program};
+    try {
+      Launch(o);
+      ADD_FAILURE() << program << " was launched";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInput);
+      EXPECT_TRUE(Has(e.what(), "cannot run '" + program + "'")) << e.what();
+    }
+  }
 }
 
 TEST(Launcher, AllRanksSucceedingGivesZero) {

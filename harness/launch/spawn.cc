@@ -1,6 +1,8 @@
 #include "harness/launch/spawn.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,12 +53,21 @@ int Spawn(const std::vector<std::string>& args, const SpawnOptions& options) {
   envp.push_back(nullptr);
   const int fd = ::open(options.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("cannot write " + options.log, ErrorKind::kEnvironment);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fd);
     throw Error("fork failed starting " + args.front(), ErrorKind::kEnvironment);
   }
   if (pid == 0) {
+    // Only async-signal-safe calls until exec. The child dies with us
+    // (SIGTERM, which the launcher passes on to its ranks), also when we
+    // died before the prctl; it gets the signals a run blocks unblocked.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     ::execve(argv[0], argv.data(), envp.data());

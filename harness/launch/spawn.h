@@ -18,7 +18,9 @@ struct SpawnOptions {
   std::vector<std::string> env;  // "NAME=value" entries added to (or replacing) this environment
 };
 
-// Runs argv (argv[0] an absolute path) and waits for it. Returns its wait
+// Runs argv (argv[0] an absolute path) and waits for it. The child gets
+// SIGTERM when the thread that called Spawn dies (PR_SET_PDEATHSIG), and
+// starts with no signal blocked. Returns its wait
 // status (as waitpid gives it). Throws Error when the log cannot be opened
 // or fork fails.
 int Spawn(const std::vector<std::string>& argv, const SpawnOptions& options);

@@ -194,6 +194,7 @@ CheckOutcome AgainstReference(const CheckSpec& c, const CellRuns& r) {
           // rtol * floor stays within this check's atol.
           const bool rel_ok = g.max_rel <= c.rtol && c.rtol * RelFloor(r.count_atol) <= c.atol;
           bad = counted ? g.tol_violations > 0 : !(g.max_abs <= c.atol || rel_ok);
+          if (counted) out.violations = out.violations.value_or(0) + g.tol_violations;
           if (c.max_ulp >= 0 && g.max_ulp > c.max_ulp) bad = true;
         }
         if (!bad) continue;

@@ -39,6 +39,10 @@ struct CheckOutcome {
   std::string tensor, detail;
   double max_abs = 0, max_rel = 0;
   int64_t max_ulp = 0;
+  // Elements outside atol + rtol * |b|, summed over the compared steps, when
+  // a tolerance check judged element by element (unset: judged from the
+  // max figures).
+  std::optional<int64_t> violations;
 };
 
 // Evaluates one check of `cell` on its runs.

@@ -104,6 +104,7 @@ void CompareSnapshot(const CheckSpec& c, const std::string& run, int run_index, 
     out.max_abs = std::max(out.max_abs, d.max_abs);
     out.max_rel = std::max(out.max_rel, d.max_rel);
     out.max_ulp = std::max(out.max_ulp, d.max_ulp);
+    if (c.kind != CheckKind::kBitwise) out.violations = out.violations.value_or(0) + d.mismatches;
     if (!d.Equal()) judge.Fail(run, run_index, s, key, d.Summary());
   }
   if (vs_reference) return;

@@ -96,6 +96,24 @@ nlohmann::ordered_json CellConfigJson(const Cell& cell) {
   return cfg;
 }
 
+namespace {
+
+// The figure that decided a tolerance check, against its bound
+// (docs/results-schema.md, "judged_by"): max abs within atol when it is,
+// else the count of elements outside atol + rtol * |b| when the check
+// counted them, else max rel against rtol. Null for bitwise checks.
+nlohmann::ordered_json JudgedBy(const CheckSpec& c, const CheckOutcome& out) {
+  if (c.kind == CheckKind::kBitwise || out.verdict == Verdict::kNotApplicable) return nullptr;
+  if (c.kind != CheckKind::kTolerance && c.kind != CheckKind::kLossContinuity) return nullptr;
+  if (out.max_abs <= c.atol)
+    return {{"figure", "max_abs"}, {"value", out.max_abs}, {"bound", c.atol}};
+  if (out.violations)
+    return {{"figure", "violations"}, {"value", *out.violations}, {"bound", 0}};
+  return {{"figure", "max_rel"}, {"value", out.max_rel}, {"bound", c.rtol}};
+}
+
+}  // namespace
+
 nlohmann::ordered_json CheckJson(const CheckSpec& c, const CheckOutcome& out) {
   nlohmann::ordered_json jc;
   jc["name"] = c.Name();
@@ -113,6 +131,7 @@ nlohmann::ordered_json CheckJson(const CheckSpec& c, const CheckOutcome& out) {
   jc["max_abs"] = out.max_abs;
   jc["max_rel"] = out.max_rel;
   jc["max_ulp_seen"] = out.max_ulp;
+  jc["judged_by"] = JudgedBy(c, out);
   jc["detail"] = out.detail;
   return jc;
 }

@@ -6,7 +6,7 @@ namespace shardcheck {
 
 namespace {
 
-// SEMANTICS.md §1, Muon: the scalar optimizer takes a param "if its role is
+// docs/optimizers.md, "Muon + scalar optimizer": the scalar optimizer takes a param "if its role is
 // embedding or output, or it is not 2-D". Deliberately not
 // GoesToScalarOptimizer: this is the second reading of the rule.
 int ExpectedChild(const ParamInfo& p) {
@@ -19,7 +19,7 @@ int ExpectedChild(const ParamInfo& p) {
 CheckOutcome CheckRouting(const OptimizerSetup& setup, const std::vector<ParamInfo>& params) {
   CheckOutcome out;
   out.run = "setup";
-  out.against = "SEMANTICS.md routing rule";
+  out.against = "the routing rule of docs/optimizers.md";
   const std::vector<ChildOptimizer> children = RouteParams(setup, params);
   std::vector<int> got(params.size(), -1);
   for (size_t c = 0; c < children.size(); ++c)

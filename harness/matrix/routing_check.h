@@ -1,4 +1,4 @@
-// The routing check: RouteParams (spec/routing.h) against SEMANTICS.md's
+// The routing check: RouteParams (spec/routing.h) against docs/optimizers.md's
 // rule, written out again here. The reference and the DistributedOptimizer
 // share RouteParams, so their comparison cannot see a routing bug; this
 // check can (docs/detection.md, "Blind spots"). Every cell of a composite

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -21,7 +22,10 @@
 #include "harness/cell/run_files.h"
 #include "harness/matrix/cell_checks.h"
 #include "harness/matrix/cell_phases.h"
+#include "harness/cell/output_target.h"
+#include "harness/matrix/check_coverage.h"
 #include "harness/matrix/external_cell.h"
+#include "harness/matrix/interrupt_watch.h"
 #include "harness/matrix/result_json.h"
 #include "harness/matrix/routing_check.h"
 #include "spec/config_json.h"
@@ -288,30 +292,47 @@ nlohmann::ordered_json WriteSkipped(const Cell& c, const std::string& dir, const
 // True when `cell` runs on GPUs: an NCCL cell, or every cell with --device cuda.
 bool OnGpus(const Cell& cell, bool cuda) { return cuda || cell.backend == "nccl"; }
 
+// Where this run places cells: on GPUs or not, and the GPUs it may use.
+struct CellPlacement {
+  bool cuda = false;  // every cell on GPUs (--device cuda, or auto with a GPU)
+  GpuPool& gpus;
+};
+
+// Why `c` is not run, or "" when it is: a combination its system lacks, or
+// more GPUs than this run has.
+std::string SkipReason(const Cell& c, const CellPlacement& p) {
+  if (!c.unsupported.empty()) return "not supported: " + c.unsupported;
+  if (c.system.External() || !OnGpus(c, p.cuda)) return "";
+  const int need = std::max(c.dp, c.ResumeDp());
+  if (p.gpus.size() == 0 && !CudaUsable())
+    return std::string(p.cuda ? "--device cuda" : "an NCCL cell") +
+           " needs GPUs: this build or machine has no usable CUDA GPU";
+  if (need > p.gpus.size())
+    return "needs " + std::to_string(need) + " GPUs (one per rank), " +
+           std::to_string(p.gpus.size()) + " available";
+  return "";
+}
+
 // Runs one cell the way the options and its backend say (see RunnerOptions).
-nlohmann::ordered_json RunOne(const Cell& c, const RunnerOptions& o, bool cuda, GpuPool& gpus) {
+nlohmann::ordered_json RunOne(const Cell& c, const RunnerOptions& o, const CellPlacement& p) {
   const std::string dir = (fs::path(o.out_dir) / c.id).string();
-  if (!c.unsupported.empty()) return WriteSkipped(c, dir, "not supported: " + c.unsupported);
+  const std::string skip = SkipReason(c, p);
+  if (!skip.empty()) return WriteSkipped(c, dir, skip);
   CellExecution how;
   how.ranks.timeout = o.timeout;
   // An external system's adapter places its own ranks (on the CPU today).
-  if (c.system.External() || !OnGpus(c, cuda)) {
+  if (c.system.External() || !OnGpus(c, p.cuda)) {
     how.processes = o.processes;
     how.thread_comm = o.thread_comm;
     nlohmann::ordered_json j = RunCell(c, dir, how);
     if (!o.processes) j["thread_comm"] = ThreadCommName(o.thread_comm);
     return j;
   }
-  const int need = std::max(c.dp, c.ResumeDp());
-  if (need > gpus.size())
-    return WriteSkipped(c, dir,
-                        "needs " + std::to_string(need) + " GPUs (one per rank), " +
-                            std::to_string(gpus.size()) + " available");
   how.processes = true;
   how.ranks.device = "cuda";
-  how.ranks.gpus = gpus.Acquire(need);
+  how.ranks.gpus = p.gpus.Acquire(std::max(c.dp, c.ResumeDp()));
   nlohmann::ordered_json j = RunCell(c, dir, how);
-  gpus.Release(how.ranks.gpus);
+  p.gpus.Release(how.ranks.gpus);
   j["gpus"] = how.ranks.gpus;
   return j;
 }
@@ -327,30 +348,51 @@ std::vector<const Cell*> SelectCells(const std::vector<Scenario>& scenarios,
   return cells;
 }
 
+// Cell ids are the names of the cells' folders: one id twice (the same
+// file given twice, or two files that expand to one cell) would run into
+// one folder and count twice.
+void RefuseDuplicateCells(const std::vector<Scenario>& scenarios) {
+  std::map<std::string, const Cell*> seen;
+  for (const auto& sc : scenarios)
+    for (const auto& c : sc.cells) {
+      const auto [it, fresh] = seen.emplace(c.id, &c);
+      if (fresh) continue;
+      const Cell& first = *it->second;
+      throw ScenarioError(c.file + ":" + std::to_string(c.line) + ": cell " + c.id +
+                          " is also made by " + first.file + ":" + std::to_string(first.line) +
+                          (first.file == c.file ? " (is the file given twice?)" : "") +
+                          ": cell ids must be unique across the files of one run");
+    }
+}
+
+// What the workers have finished, shared with the interrupt handler.
+struct RunProgress {
+  std::mutex mu;
+  std::vector<nlohmann::ordered_json> results;  // null until the cell finished
+  size_t done = 0;
+};
+
 // Runs every cell on `jobs` workers, with a progress line per finished cell.
-std::vector<nlohmann::ordered_json> RunAll(const std::vector<const Cell*>& cells,
-                                           const RunnerOptions& o) {
+void RunAll(const std::vector<const Cell*>& cells, const RunnerOptions& o, const CellPlacement& p,
+            RunProgress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<nlohmann::ordered_json> results(cells.size());
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex print_mu;
-  const bool cuda =
-      o.device == DeviceKind::kCuda || (o.device == DeviceKind::kAuto && CudaUsable());
-  GpuPool gpus(o.gpus >= 0 ? o.gpus : (CudaUsable() ? static_cast<int>(at::getNumGPUs()) : 0));
+  std::atomic<size_t> next{0};
   const bool tty = ::isatty(STDOUT_FILENO);
   auto worker = [&] {
     for (size_t i = next++; i < cells.size(); i = next++) {
       const Cell& c = *cells[i];
-      results[i] = RunOne(c, o, cuda, gpus);
-      const size_t d = ++done;
+      nlohmann::ordered_json r = RunOne(c, o, p);
+      std::lock_guard<std::mutex> lock(progress.mu);
+      progress.results[i] = std::move(r);
+      const size_t d = ++progress.done;
       if (o.quiet) continue;
-      std::lock_guard<std::mutex> lock(print_mu);
+      const auto& ri = progress.results[i];
       const double elapsed = Seconds(t0);
       const double eta = elapsed / static_cast<double>(d) * static_cast<double>(cells.size() - d);
       std::printf("%s[%zu/%zu] %-5s %s  %.1fs  (elapsed %.0fs, ETA %.0fs)%s", tty ? "\r\033[K" : "",
-                  d, cells.size(), results[i]["verdict"].get<std::string>().c_str(), c.id.c_str(),
-                  results[i]["wall_s"].get<double>(), elapsed, eta, tty ? "" : "\n");
-      if (tty && results[i]["verdict"] != "pass") std::printf("\n");
+                  d, cells.size(), ri["verdict"].get<std::string>().c_str(), c.id.c_str(),
+                  ri["wall_s"].get<double>(), elapsed, eta, tty ? "" : "\n");
+      if (tty && ri["verdict"] != "pass") std::printf("\n");
       std::fflush(stdout);
     }
   };
@@ -358,13 +400,14 @@ std::vector<nlohmann::ordered_json> RunAll(const std::vector<const Cell*>& cells
   for (int k = 0; k < std::max(1, o.jobs); ++k) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   if (tty && !o.quiet) std::printf("\n");
-  return results;
 }
 
 struct Counts {
   int passed = 0, failed = 0, errored = 0, skipped = 0, xfailed = 0, xpassed = 0;
   // An xpass fails the run as a failed check does.
   bool Failed() const { return failed + errored + xpassed > 0; }
+  // Cells whose checks ran (every verdict but skipped).
+  int Ran() const { return passed + failed + errored + xfailed + xpassed; }
 };
 
 Counts Count(const std::vector<nlohmann::ordered_json>& results) {
@@ -381,49 +424,82 @@ Counts Count(const std::vector<nlohmann::ordered_json>& results) {
   return n;
 }
 
+// The run's verdict (docs/results-schema.md): a failure wins; then a run
+// stopped by a signal; then a run in which no cell ran (every one skipped)
+// checked nothing and is no pass.
+std::string RunVerdict(const Counts& n, bool interrupted) {
+  if (n.Failed()) return "fail";
+  if (interrupted) return "interrupted";
+  return n.Ran() == 0 ? "nothing-checked" : "pass";
+}
+
+// What finished of a run: the cells (in selection order) with their results.
+struct Finished {
+  std::vector<const Cell*> cells;
+  std::vector<nlohmann::ordered_json> results;
+};
+
+Finished FinishedCells(const std::vector<const Cell*>& cells,
+                       const std::vector<nlohmann::ordered_json>& results) {
+  Finished f;
+  for (size_t i = 0; i < cells.size(); ++i)
+    if (!results[i].is_null()) {
+      f.cells.push_back(cells[i]);
+      f.results.push_back(results[i]);
+    }
+  return f;
+}
+
+nlohmann::ordered_json CellEntryJson(const Cell& c, const nlohmann::ordered_json& r) {
+  return {{"id", c.id},
+          {"dir", c.id},
+          {"scenario", c.scenario},
+          {"system", c.system.Name()},
+          {"optimizer", c.optimizer.label},
+          {"sharding_type", c.ShardingName()},
+          {"dp", c.dp},
+          {"resume_dp", c.resume ? nlohmann::json(c.resume->dp) : nlohmann::json(nullptr)},
+          {"save_at", c.resume ? nlohmann::json(c.resume->save_at) : nlohmann::json(nullptr)},
+          {"dtype", c.dtype},
+          {"model", c.model},
+          {"steps", c.steps},
+          {"verdict", r["verdict"]},
+          {"first_failure", r["first_failure"]},
+          {"skipped", r.contains("skipped") ? r["skipped"] : nlohmann::ordered_json(nullptr)},
+          {"wall_s", r["wall_s"]}};
+}
+
+// How a run ended, beside its finished cells.
+struct RunEnd {
+  std::string started;
+  double wall_s = 0.0;
+  size_t selected = 0;     // cells selected; more than finished when interrupted
+  int interrupted_by = 0;  // the signal that stopped the run, 0: none
+};
+
 // results.json (docs/results-schema.md).
-nlohmann::ordered_json AggregateJson(const std::vector<Scenario>& scenarios,
-                                     const std::vector<const Cell*>& cells,
-                                     const std::vector<nlohmann::ordered_json>& results,
-                                     const std::string& started, double wall_s) {
+nlohmann::ordered_json AggregateJson(const std::vector<Scenario>& scenarios, const Finished& f,
+                                     const RunEnd& end) {
   nlohmann::ordered_json agg;
   agg["format"] = "shardcheck-results/1";
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < cells.size(); ++i) {
-    const Cell& c = *cells[i];
-    const auto& r = results[i];
-    list.push_back(
-        {{"id", c.id},
-         {"dir", c.id},
-         {"scenario", c.scenario},
-         {"system", c.system.Name()},
-         {"optimizer", c.optimizer.label},
-         {"sharding_type", c.ShardingName()},
-         {"dp", c.dp},
-         {"resume_dp", c.resume ? nlohmann::json(c.resume->dp) : nlohmann::json(nullptr)},
-         {"save_at", c.resume ? nlohmann::json(c.resume->save_at) : nlohmann::json(nullptr)},
-         {"dtype", c.dtype},
-         {"model", c.model},
-         {"steps", c.steps},
-         {"verdict", r["verdict"]},
-         {"first_failure", r["first_failure"]},
-         {"skipped", r.contains("skipped") ? r["skipped"] : nlohmann::ordered_json(nullptr)},
-         {"wall_s", r["wall_s"]}});
-  }
-  const Counts n = Count(results);
-  agg["verdict"] = n.Failed() ? "fail" : "pass";
-  agg["started"] = started;
-  agg["wall_s"] = wall_s;
-  agg["environment"] = EnvironmentJson(cells.front()->backend);
+  for (size_t i = 0; i < f.cells.size(); ++i) list.push_back(CellEntryJson(*f.cells[i], f.results[i]));
+  const Counts n = Count(f.results);
+  agg["verdict"] = RunVerdict(n, end.interrupted_by != 0);
+  agg["interrupted"] = end.interrupted_by != 0;
+  if (end.interrupted_by != 0) agg["interrupted_by"] = SignalName(end.interrupted_by);
+  agg["started"] = end.started;
+  agg["wall_s"] = end.wall_s;
+  agg["environment"] = EnvironmentJson(scenarios.front().cells.front().backend);
   // The registry's order of setups, which the report's matrix rows follow.
   agg["optimizer_order"] = OptimizerSetup::Names();
   agg["scenarios"] = nlohmann::ordered_json::array();
   for (const auto& sc : scenarios)
     agg["scenarios"].push_back(
         {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}});
-  agg["counts"] = {{"cells", cells.size()}, {"passed", n.passed},   {"failed", n.failed},
-                   {"errored", n.errored},  {"skipped", n.skipped}, {"xfailed", n.xfailed},
-                   {"xpassed", n.xpassed}};
+  agg["counts"] = {{"cells", end.selected},  {"passed", n.passed},   {"failed", n.failed},
+                   {"errored", n.errored},   {"skipped", n.skipped}, {"xfailed", n.xfailed},
+                   {"xpassed", n.xpassed},   {"not_run", end.selected - f.cells.size()}};
   agg["cells"] = list;
   // Failpoints switched on for this run, and those its code reached
   // (docs/detection.md; `shardcheck selftest` reads them).
@@ -438,7 +514,7 @@ void PrintTable(const std::vector<const Cell*>& cells,
   size_t w = 4;
   for (const Cell* c : cells) w = std::max(w, c->id.size());
   std::printf("\n%-*s  %-7s  %7s  %s\n", static_cast<int>(w), "cell", "verdict", "time",
-              "first failure");
+              "first failure or skip reason");
   for (size_t i = 0; i < cells.size(); ++i) {
     const auto& r = results[i];
     std::string ff;
@@ -450,23 +526,34 @@ void PrintTable(const std::vector<const Cell*>& cells,
   }
 }
 
-}  // namespace
+// The run's first line: how many cells, and how many will be skipped and
+// why (each distinct reason once).
+void PrintPlan(const std::vector<const Cell*>& cells, const CellPlacement& p, const RunnerOptions& o) {
+  std::map<std::string, int> reasons;
+  int skipped = 0;
+  for (const Cell* c : cells) {
+    const std::string why = SkipReason(*c, p);
+    if (why.empty()) continue;
+    ++skipped;
+    ++reasons[why];
+  }
+  std::printf("running %zu cells (%d to run, %d skipped), %d at once; results in %s\n",
+              cells.size(), static_cast<int>(cells.size()) - skipped, skipped,
+              std::max(1, o.jobs), o.out_dir.c_str());
+  for (const auto& [why, k] : reasons) std::printf("  skipped %d: %s\n", k, why.c_str());
+  std::fflush(stdout);
+}
 
-int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& o) {
-  // Everything is validated before anything runs.
-  std::vector<Scenario> scenarios;
-  for (const auto& f : files) scenarios.push_back(LoadScenario(f));
-  const std::vector<const Cell*> cells = SelectCells(scenarios, o.filter);
-  fs::create_directories(o.out_dir);
-  const auto t0 = std::chrono::steady_clock::now();
+std::string Now() {
   char started[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  const std::vector<nlohmann::ordered_json> results = RunAll(cells, o);
-  WriteJsonFile((fs::path(o.out_dir) / "results.json").string(),
-                AggregateJson(scenarios, cells, results, started, Seconds(t0)));
-  PrintTable(cells, results);
-  const Counts n = Count(results);
+  return started;
+}
+
+// The last lines: counts, where the results are, and why nothing passed
+// when no cell ran.
+void PrintSummary(const Counts& n, size_t cells, double wall_s, const std::string& out_dir) {
   std::string expected;
   if (n.xfailed + n.xpassed > 0)
     expected = ", " + std::to_string(n.xfailed) + " failed as expected (xfail), " +
@@ -474,10 +561,62 @@ int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& o) 
   std::printf(
       "\n%d passed, %d failed, %d errored, %d skipped%s of %zu cells in %.1fs; results in "
       "%s/results.json\n",
-      n.passed, n.failed, n.errored, n.skipped, expected.c_str(), cells.size(), Seconds(t0),
-      o.out_dir.c_str());
-  // docs/reliability.md, "Exit codes": a failed check (or an xpass) wins over an error.
-  return n.failed + n.xpassed > 0 ? 1 : (n.errored > 0 ? 3 : 0);
+      n.passed, n.failed, n.errored, n.skipped, expected.c_str(), cells, wall_s, out_dir.c_str());
+  std::fflush(stdout);
+  if (n.Ran() == 0)
+    std::fprintf(stderr,
+                 "shardcheck: error: no cell ran: all %zu were skipped (see the reasons above), so "
+                 "nothing was checked\n",
+                 cells);
+}
+
+}  // namespace
+
+int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& o) {
+  // Everything is validated before anything runs.
+  std::vector<Scenario> scenarios;
+  for (const auto& f : files) scenarios.push_back(LoadScenario(f));
+  RefuseDuplicateCells(scenarios);
+  const std::vector<const Cell*> cells = SelectCells(scenarios, o.filter);
+  PrepareFolderTarget(o.out_dir, o.force);
+  for (const Cell* c : cells)
+    if (const std::string w = UncheckedWarning(*c); !w.empty())
+      std::cerr << "shardcheck: warning: " << w << "\n";
+  GpuPool gpus(o.gpus >= 0 ? o.gpus : (CudaUsable() ? static_cast<int>(at::getNumGPUs()) : 0));
+  const CellPlacement place{
+      o.device == DeviceKind::kCuda || (o.device == DeviceKind::kAuto && CudaUsable()), gpus};
+  const auto t0 = std::chrono::steady_clock::now();
+  RunEnd end{Now(), 0.0, cells.size(), 0};
+  const std::string results_path = (fs::path(o.out_dir) / "results.json").string();
+  RunProgress progress;
+  progress.results.resize(cells.size());
+  if (!o.quiet) PrintPlan(cells, place, o);
+  {
+    // A SIGINT or SIGTERM writes what finished, then ends the process.
+    InterruptWatch watch([&](int sig) {
+      std::lock_guard<std::mutex> lock(progress.mu);
+      RunEnd stopped = end;
+      stopped.wall_s = Seconds(t0);
+      stopped.interrupted_by = sig;
+      const Finished f = FinishedCells(cells, progress.results);
+      WriteJsonFile(results_path, AggregateJson(scenarios, f, stopped));
+      std::fprintf(stderr,
+                   "\nshardcheck: interrupted by %s: %zu of %zu cells finished; wrote %s "
+                   "(interrupted: true)\n",
+                   SignalName(sig), f.cells.size(), cells.size(), results_path.c_str());
+    });
+    RunAll(cells, o, place, progress);
+  }
+  end.wall_s = Seconds(t0);
+  const Finished f = FinishedCells(cells, progress.results);
+  WriteJsonFile(results_path, AggregateJson(scenarios, f, end));
+  PrintTable(f.cells, f.results);
+  const Counts n = Count(f.results);
+  PrintSummary(n, cells.size(), end.wall_s, o.out_dir);
+  // docs/reliability.md, "Exit codes": a failed check (or an xpass) wins
+  // over an error; a run that checked nothing is an environment error.
+  if (n.failed + n.xpassed > 0) return 1;
+  return n.errored > 0 || n.Ran() == 0 ? 3 : 0;
 }
 
 }  // namespace shardcheck

@@ -19,6 +19,7 @@ namespace shardcheck {
 
 struct RunnerOptions {
   std::string out_dir = "out/run";
+  bool force = false;  // empty a non-empty out_dir first (otherwise refused)
   std::string filter;                         // MatchesFilter expression; empty: every cell
   int jobs = 1;                               // cells run at once
   bool quiet = false;                         // no live progress line
@@ -29,7 +30,7 @@ struct RunnerOptions {
   DeviceKind device = DeviceKind::kCpu;
   bool processes = false;  // Gloo cells' ranks as processes through the launcher
   // What Gloo cells' thread-ranks talk through (harness/cell/thread_ranks.h).
-  ThreadComm thread_comm = ThreadComm::kGloo;
+  ThreadComm thread_comm = ThreadComm::kInProcess;
   // GPUs for GPU cells (ids 0..gpus-1 of CUDA_VISIBLE_DEVICES' order);
   // -1: every visible one. A cell whose larger DP size exceeds it is
   // skipped with the reason; cells that run at once get disjoint GPUs.
@@ -59,8 +60,12 @@ nlohmann::ordered_json EnvironmentJson(const std::string& backend);
 
 // Loads every scenario (all are validated before anything runs), runs the
 // matching cells, prints progress and a final table to stdout. Returns the
-// exit code: 0 every cell passed or was skipped, 1 a cell failed, 3 a cell
-// errored and none failed (2, bad input, is thrown as Error).
+// exit code: 0 every cell that ran passed (or failed as expected) and one
+// ran at least, 1 a cell failed (or passed unexpectedly), 3 a cell errored
+// and none failed, or no cell ran (every one skipped); 2, bad input (a
+// malformed scenario, duplicate cell ids, an --out that holds output), is
+// thrown as Error. SIGINT/SIGTERM write results.json with the finished
+// cells and `interrupted: true`, then exit 128 + the signal.
 int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& options);
 
 }  // namespace shardcheck

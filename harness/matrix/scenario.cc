@@ -90,12 +90,18 @@ const std::vector<std::string> kTopKeys = {
     "name",          "description", "system",        "model",   "dtype",       "optimizer",
     "sharding_type", "dp",          "resume",        "steps",   "bucket_size", "seed",
     "micro_batches", "backend",     "checks",        "exclude", "include",     "grad_reduction",
-    "expect",        "reason",      "failing_check", "xfail"};
+    "expect",        "reason",      "failing_check", "xfail",       "unchecked"};
 // Optimizer keys besides the hyperparameters the registry declares.
 const std::vector<std::string> kOptimizerKeys = {
     "name",           "label",           "scalar_optimizer",
     "max_grad_norm",  "lr_warmup_steps", "lr_decay_steps",
     "lr_decay_style", "min_lr"};
+// The ranges of the numeric keys (docs/scenarios.md, "Keys"): past them a cell either
+// cannot run on any machine or stops checking anything exact.
+constexpr int kMaxDp = 1024;                          // thread- or process-ranks of one cell
+constexpr int kMaxSteps = 100000;                     // a cell is a test, not a training run
+constexpr int64_t kMaxBucketSize = int64_t{1} << 40;  // elements
+constexpr int64_t kMaxUlp = int64_t{1} << 32;         // past every fp32 distance
 const std::vector<std::string> kResumeKeys = {"save_at", "dp", "bucket_size"};
 const std::vector<std::string> kCheckKeys = {"kind",    "on",       "atol",   "rtol",
                                              "max_ulp", "min_fall", "against"};
@@ -368,12 +374,23 @@ CheckSpec ReadCheck(const Parser& p, const YAML::Node& n) {
   if (n["rtol"]) c.rtol = p.Number(n["rtol"], "rtol");
   if (n["max_ulp"]) c.max_ulp = p.Int64(n["max_ulp"], "max_ulp");
   if (c.atol < 0 || c.rtol < 0) p.Fail(n, "check: atol and rtol must be >= 0");
+  if (c.max_ulp < -1 || c.max_ulp > kMaxUlp)
+    p.Fail(n["max_ulp"], "check: max_ulp must be in [0, 2^32] (ULPs of an fp32 value)");
   if (c.kind == CheckKind::kBitwise && (c.atol > 0 || c.rtol > 0 || c.max_ulp > 0))
     p.Fail(n, "check: a bitwise check takes no tolerance");
   if (c.kind != CheckKind::kBitwise && c.atol == 0 && c.rtol == 0 && c.max_ulp < 0)
     p.Fail(n, "check: a " + CheckKindName(c.kind) +
                   " check needs atol, rtol or max_ulp (else use kind: bitwise)");
   return c;
+}
+
+// A bucket size in elements: 0 is one bucket; 2^40 elements (4 TiB of fp32) is past any
+// model a cell can hold.
+int64_t ReadBucketSize(const Parser& p, const YAML::Node& n, const std::string& key) {
+  const int64_t b = p.Int64(n, key);
+  if (b < 0 || b > kMaxBucketSize)
+    p.Fail(n, key + " must be in [0, 2^40] elements (0: one bucket)");
+  return b;
 }
 
 // A resume plan {save_at, dp: N|same, bucket_size} for a run of `steps` steps.
@@ -387,12 +404,13 @@ ResumePlan ReadPlan(const Parser& p, const YAML::Node& n, int steps, int m) {
                              " must be in [1, steps - 1] = [1, " + std::to_string(steps - 1) + "]");
   if (n["dp"] && !(n["dp"].IsScalar() && n["dp"].Scalar() == "same")) {
     plan.dp = p.Int(n["dp"], "resume dp");
-    if (plan.dp < 1) p.Fail(n["dp"], "resume dp must be >= 1 (or 'same')");
+    if (plan.dp < 1 || plan.dp > kMaxDp)
+      p.Fail(n["dp"], "resume dp must be in [1, 1024] (or 'same')");
     if (m % plan.dp != 0)
       p.Fail(n["dp"], "resume dp " + std::to_string(plan.dp) + " does not divide micro_batches " +
                           std::to_string(m));
   }
-  if (n["bucket_size"]) plan.bucket_size = p.Int64(n["bucket_size"], "resume bucket_size");
+  if (n["bucket_size"]) plan.bucket_size = ReadBucketSize(p, n["bucket_size"], "resume bucket_size");
   return plan;
 }
 
@@ -545,7 +563,7 @@ ShardingChoice ReadShardingType(const Parser& p, const YAML::Node& n) {
 
 int ReadDp(const Parser& p, const YAML::Node& n, int m) {
   const int dp = p.Int(n, "dp");
-  if (dp < 1 || dp > 1024) p.Fail(n, "dp must be in [1, 1024]");
+  if (dp < 1 || dp > kMaxDp) p.Fail(n, "dp must be in [1, 1024]");
   if (m % dp != 0)
     p.Fail(n, "dp " + std::to_string(dp) + " does not divide micro_batches " + std::to_string(m));
   return dp;
@@ -554,7 +572,7 @@ int ReadDp(const Parser& p, const YAML::Node& n, int m) {
 // steps, micro_batches and backend: what the other dimensions are checked against.
 void ReadRunShape(const Parser& p, const YAML::Node& root, Dimensions& d) {
   if (root["steps"]) d.steps = p.Int(root["steps"], "steps");
-  if (d.steps < 1 || d.steps > 100000) p.Fail(root["steps"], "steps must be in [1, 100000]");
+  if (d.steps < 1 || d.steps > kMaxSteps) p.Fail(root["steps"], "steps must be in [1, 100000]");
   if (root["micro_batches"]) d.micro_batches = p.Int(root["micro_batches"], "micro_batches");
   if (d.micro_batches < 1 || d.micro_batches > 32)
     p.Fail(root["micro_batches"],
@@ -611,9 +629,7 @@ Dimensions ReadDimensions(const Parser& p, const YAML::Node& root) {
   if (root["bucket_size"]) {
     d.buckets.clear();
     for (const auto& n : p.Items(root["bucket_size"], "bucket_size")) {
-      const int64_t b = p.Int64(n, "bucket_size");
-      if (b < 0) p.Fail(n, "bucket_size must be >= 0 (0: one bucket)");
-      d.buckets.push_back(b);
+      d.buckets.push_back(ReadBucketSize(p, n, "bucket_size"));
     }
   }
   if (root["seed"]) {
@@ -868,7 +884,7 @@ std::vector<Cell> IncludeCells(const Parser& p, const std::string& name, const D
   p.CheckKeys(n, kIncludeKeys, "include entry");
   CellChoice ch;
   ch.steps = n["steps"] ? p.Int(n["steps"], "steps") : d.steps;
-  if (ch.steps < 1) p.Fail(n["steps"], "steps must be >= 1");
+  if (ch.steps < 1 || ch.steps > kMaxSteps) p.Fail(n["steps"], "steps must be in [1, 100000]");
   ch.micro_batches =
       n["micro_batches"] ? p.Int(n["micro_batches"], "micro_batches") : d.micro_batches;
   if (ch.micro_batches < 1 || ch.micro_batches > 32)
@@ -1104,6 +1120,9 @@ void ResolveMergeKeys(YAML::Node node, std::set<int>& visited) {
 
 Scenario LoadScenario(const std::string& path) {
   if (!std::filesystem::exists(path)) throw ScenarioError(path + ": no such scenario file");
+  if (std::filesystem::is_directory(path))
+    throw ScenarioError(path + " is a folder: give its scenario files (e.g. " +
+                        (std::filesystem::path(path) / "*.yaml").string() + ")");
   return ParseScenario(ReadFile(path), path);
 }
 
@@ -1148,6 +1167,11 @@ Scenario ParseScenario(const std::string& text, const std::string& path) {
       for (Cell& c : IncludeCells(p, sc.name, d, n)) add(std::move(c));
   }
   if (sc.cells.empty()) p.Fail(root, "the matrix is empty after exclude");
+  if (root["unchecked"]) {
+    const std::string why = p.As<std::string>(root["unchecked"], "unchecked", "a string");
+    if (why.empty()) p.Fail(root["unchecked"], "unchecked: say why the groups go unchecked");
+    for (Cell& c : sc.cells) c.unchecked_reason = why;
+  }
   return sc;
 }
 

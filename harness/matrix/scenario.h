@@ -73,6 +73,9 @@ struct Cell {
   // Why the cell's system cannot run it (SystemUnsupported); "" when it can.
   // Such a cell is reported skipped with this reason, never run.
   std::string unsupported;
+  // The scenario's `unchecked:` text: why its checks leave comparison
+  // groups unchecked (UncheckedGroups, check_coverage.h); "" when none is given.
+  std::string unchecked_reason;
 
   bool RealModel() const { return model.rfind("oracle:", 0) != 0; }
   int ResumeDp() const { return resume ? resume->dp : dp; }

@@ -2,6 +2,8 @@
 // of malformed scenario, each asserting the one-line file:line:column error.
 #include "harness/matrix/scenario.h"
 
+#include "harness/matrix/check_coverage.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -400,6 +402,43 @@ steps: 8
   EXPECT_NE(Find(sc, "megatron-core@0.18.2.adamw.dcp.dp2-to-dp3@4.fp32.oracle-mixed-small")
                 .unsupported.find("has no sharding type dcp"),
             std::string::npos);
+}
+
+// The groups a cell's checks leave unchecked: every state key of the setup
+// by name (Lion's one moment, Muon's momentum_buffer), main params only for
+// bf16, and a bitwise check on a real model with fp32 sums only where the
+// resume keeps the DP size.
+TEST(CheckCoverage, NamesEveryGroupNoApplicableCheckCovers) {
+  auto cells = [](const std::string& extra) {
+    return ParseScenario("name: c\nmodel: gpt-tiny\ndtype: bf16\noptimizer: muon_lion\n"
+                         "sharding_type: dp_reshardable\ndp: 2\nsteps: 4\nmicro_batches: 4\n"
+                         "resume: [{save_at: 2, dp: same}, {save_at: 2, dp: 4}]\n" + extra,
+                         "c.yaml")
+        .cells;
+  };
+  const auto only_params = cells("checks: [{kind: bitwise, on: params}]\n");
+  ASSERT_EQ(only_params.size(), 2u);
+  EXPECT_EQ(UncheckedGroups(only_params[0]),
+            (std::vector<std::string>{"main_params", "momentum_buffer", "exp_avg"}));
+  EXPECT_EQ(UncheckedGroups(only_params[1]),
+            (std::vector<std::string>{"params", "main_params", "momentum_buffer", "exp_avg"}));
+  EXPECT_NE(UncheckedWarning(only_params[1]).find("c.yaml:1: cell " + only_params[1].id +
+                                                  " leaves params, main_params"),
+            std::string::npos);
+  const auto exact = cells(
+      "grad_reduction: exact\nchecks: [{kind: bitwise, on: params}, {kind: bitwise, on: "
+      "main_params}, {kind: bitwise, on: state}]\n");
+  for (const Cell& c : exact) EXPECT_TRUE(UncheckedGroups(c).empty()) << c.id;
+  const auto said = cells("checks: [{kind: tolerance, on: loss, rtol: 0.02}]\nunchecked: why\n");
+  EXPECT_EQ(UncheckedGroups(said[0]).size(), 4u);
+  EXPECT_EQ(UncheckedWarning(said[0]), "");
+  const auto adam = ParseScenario(
+                        "name: a\nmodel: oracle:mixed-small\noptimizer: adam\n"
+                        "sharding_type: dp_reshardable\ndp: 2\nchecks: [{kind: bitwise, on: "
+                        "params}]\n",
+                        "a.yaml")
+                        .cells;
+  EXPECT_EQ(UncheckedGroups(adam[0]), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
 }
 
 }  // namespace

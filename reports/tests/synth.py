@@ -16,6 +16,9 @@ versions, or, with `raised`, the one `system-raised` check and no runs.
 `release_cell(version, sharding)` makes one of a system pinned at a release
 ("megatron-core@0.19.2"), as the megatron-core run that compared two
 releases wrote it; `releases()` is that run's eight cells.
+`with_judged_by(cell)` gives each check the "judged_by" of newer results;
+`write_results(..., interrupted_by="SIGINT", not_run=N)` writes a run that
+a signal stopped before N cells finished.
 
 Command line (for measurements and screenshots):
     synth.py {realistic,passing,one-failing,lion,systems,releases,large} OUT_DIR [--cells N] [--bench] [--selftest]
@@ -214,10 +217,31 @@ def make_cell(optimizer="lion", sharding="dp_reshardable", dp=2, resume_dp=None,
              "steps": steps, "verdict": verdict, "first_failure": first_failure, "wall_s": result["wall_s"]}
     if system is not None:
         entry["system"] = system
+    if skipped:
+        entry["skipped"] = skipped          # the runner writes the reason in both files
     return {"entry": entry, "result": result}
 
 
 FINDING = "docs/findings.md#fsdp2-resume-drops-state the optimizer state is not loaded after a DP change"
+
+
+def judged_by(check: Dict) -> Optional[Dict]:
+    """A check's "judged_by" as the runner writes it: null for a bitwise
+    check; for a tolerance check the figure that decided it against its
+    bound: max_abs against atol when within it, else max_rel against rtol."""
+    if check["kind"] != "tolerance":
+        return None
+    if check["max_abs"] <= check["atol"]:
+        return {"figure": "max_abs", "value": check["max_abs"], "bound": check["atol"]}
+    return {"figure": "max_rel", "value": check["max_rel"], "bound": check["rtol"]}
+
+
+def with_judged_by(cell: Dict) -> Dict:
+    """`cell` with every check's "judged_by" (judged_by()), as newer results
+    have it; returns `cell`."""
+    for check in (cell["result"] or {}).get("checks", []):
+        check["judged_by"] = judged_by(check)
+    return cell
 
 
 def expect_failure(cell: Dict, reason: str = FINDING, failing_check: Optional[str] = None,
@@ -498,13 +522,33 @@ def real_model_checks(optimizer: str, dp: int, resume_dp: Optional[int], dtype: 
     return out
 
 
+def run_verdict(entries: List[Dict], results: List[Optional[Dict]], interrupted: bool) -> str:
+    """results.json's verdict as the runner gives it: "fail" when a cell
+    failed, errored or xpassed; else "interrupted" when a signal stopped the
+    run; else "nothing-checked" when no cell ran its checks (all skipped, or
+    an xfail that errored); else "pass"."""
+    if any(e["verdict"] in ("fail", "error", "xpass") for e in entries):
+        return "fail"
+    if interrupted:
+        return "interrupted"
+    ran = [e for e, r in zip(entries, results) if e["verdict"] in ("pass", "xpass", "fail") or
+           (e["verdict"] == "xfail" and r is not None and (r.get("expected") or {}).get("got") != "error")]
+    return "nothing-checked" if not ran else "pass"
+
+
 def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional[Dict] = None,
                   started="2026-12-02T18:01:02Z",
                   optimizer_order: Optional[List[str]] = OPTIMIZER_ORDER,
-                  selftest: Optional[Dict] = None) -> str:
+                  selftest: Optional[Dict] = None, verdict: Optional[str] = None,
+                  interrupted_by: Optional[str] = None, not_run: int = 0) -> str:
     """Writes OUT/results.json and OUT/<cell>/result.json; returns OUT.
     optimizer_order=None leaves "optimizer_order" out, as older results do;
-    `selftest` (e.g. selftest_doc()) is written as OUT/selftest.json."""
+    `selftest` (e.g. selftest_doc()) is written as OUT/selftest.json.
+    The verdict is run_verdict's unless `verdict` gives one (e.g. "pass" for
+    a run that checked nothing, as older results said, or "" to leave it
+    out). interrupted_by = "SIGINT" writes a run that a signal stopped with
+    `not_run` cells not finished: "interrupted", "interrupted_by", counts of
+    the cells selected (`cells` being the finished ones) and counts.not_run."""
     os.makedirs(out, exist_ok=True)
     for c in cells:
         if c["result"] is not None:
@@ -515,16 +559,23 @@ def write_results(out: str, cells: List[Dict], commit="d93ad75", bench: Optional
     entries = [c["entry"] for c in cells]
     def n(verdict):
         return sum(e["verdict"] == verdict for e in entries)
-    counts = {"cells": len(entries), "passed": n("pass"), "failed": n("fail"), "errored": n("error"),
+    counts = {"cells": len(entries) + not_run, "passed": n("pass"), "failed": n("fail"), "errored": n("error"),
               "skipped": n("skipped"), "xfailed": n("xfail"), "xpassed": n("xpass")}
+    if interrupted_by is not None:
+        counts["not_run"] = not_run
     scen = sorted({e["scenario"] for e in entries})
-    ran_well = counts["failed"] + counts["errored"] + counts["xpassed"] == 0
-    agg = {"format": "shardcheck-results/1", "verdict": "pass" if ran_well else "fail",
+    if verdict is None:
+        verdict = run_verdict(entries, [c["result"] for c in cells], interrupted_by is not None)
+    agg = {"format": "shardcheck-results/1", "verdict": verdict,
            "started": started, "wall_s": round(sum(e["wall_s"] for e in entries), 1),
            "environment": dict(ENV, commit=commit),
            "scenarios": [{"name": s, "file": f"scenarios/ci/{s}.yaml", "description": "synthetic"}
                          for s in scen],
            "counts": counts, "cells": entries}
+    if not verdict:
+        del agg["verdict"]
+    if interrupted_by is not None:
+        agg.update(interrupted=True, interrupted_by=interrupted_by)
     if optimizer_order is not None:
         agg["optimizer_order"] = list(optimizer_order)
     with open(os.path.join(out, "results.json"), "w") as f:

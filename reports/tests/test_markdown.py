@@ -73,8 +73,11 @@ def test_top_lines_answer_the_three_questions(make_report):
                                 "(needs 8 GPUs, the node has 2); 1 check n/a on 1 cell: `bitwise-params` on 1; "
                                 "groups not checked on 1 cell: `params` on 1, `main_params` on 1, `exp_avg` on 1 "
                                 "(e.g. `lion.dp_reshardable.dp2-to-dp4.bf16.gpt-tiny`: only the loss is checked")
-    # the skipped cell is not listed as failing
-    assert "| `adamw.dp_reshardable.dp8" not in md
+    # the skipped cell is not listed as failing, but among the skipped cells with its reason
+    failing = md.split("### Failing cells", 1)[1].split("###", 1)[0]
+    assert "| `adamw.dp_reshardable.dp8" not in failing
+    assert "| `adamw.dp_reshardable.dp8.bf16.oracle-gpt-tiny` | needs 8 GPUs, the node has 2 |" in \
+        md.split("### Skipped cells", 1)[1]
 
 
 def test_top_lines_of_a_passing_run(make_report):

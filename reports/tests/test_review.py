@@ -53,7 +53,7 @@ def test_passing_cell_with_nonzero_diffs_has_no_red(make_report):
         assert tr == '<tr class="g-pass">', group
         figs = figures(cells)
         assert any(re.match(r"[1-9]", t) for _, t in figs), f"{group}: the figures should be nonzero"
-        assert all(cls == "" for cls, _ in figs), (group, figs)
+        assert all(cls in ("", "muted") for cls, _ in figs), (group, figs)   # figures no check uses: muted
         assert "<b>passed</b><small>within tolerance</small>" in cells
     body = r.html.split("</style>", 1)[1]
     assert "g-fail" not in body and 'class="n bad"' not in body
@@ -65,10 +65,12 @@ def test_failing_group_is_red_only_in_the_run_that_failed(make_report):
     tr, cells = rows["exp_avg"]
     assert tr == '<tr class="g-fail suspect">'
     assert "<b>failed</b><small>resumed-vs-reference-bitwise-state</small>" in cells
-    figs = figures(cells)            # uninterrupted: abs rel ulp mismatches, then resumed: the same
-    assert [cls for cls, _ in figs[:4]] == ["", "", "", ""]      # zero in the run that passed
-    assert [cls for cls, _ in figs[4:7]] == ["bad", "bad", "bad"]
+    figs = figures(cells)            # uninterrupted: abs rel ulp elements, then resumed: the same
+    # a bitwise check judges max abs and differing elements; relative error and ULPs are dashes
+    assert [cls for cls, _ in figs[:4]] == ["", "muted", "muted", ""]      # zero in the run that passed
+    assert [cls for cls, _ in figs[4:8]] == ["bad", "muted", "muted", "bad"]
     assert figs[4][1] == "0.045 (12)"           # the largest difference and its step
+    assert figs[7][1].startswith("47 (8)")      # the most differing elements at a step, and that step
     for group in ("params", "main_params"):              # their checks passed: neutral
         assert rows[group][0] == '<tr class="g-pass">'
 
@@ -272,6 +274,9 @@ def test_rel_floor_and_sign_changes(make_report):
     many = synth.make_cell("adamw", "dp_reshardable", 2, model="gpt-tiny", rel_floor=1e-5,
                            sign_changes={"group": "params", "step": 5, "count": 1})
     many["result"]["runs"]["uninterrupted"]["diff"]["params"]["sign_changes"][7] = 4
+    for c in (cell, many):          # ULP figures (and their sign-change notes) show where a check has a max ULP
+        for check in c["result"]["checks"]:
+            check["max_ulp"] = 64
     r = make_report([cell, many])
     rows = group_rows(r.section(cell["entry"]["id"]))
     assert '<span class="sc">ULP n/a for 3 sign-changing elements (step 5)</span>' in rows["exp_avg"][1]
