@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Checks that the repository stands alone: every `docs/NAME.md` (or
-`docs/NAME.md#anchor`) that a tracked file cites exists, and no tracked
-file cites a design document that is not in the repository (the routing
-rule, the op sequences and the tolerances all live in docs/).
+"""Checks that the repository stands alone: every page of docs/ that a
+tracked file cites (a path under docs/ ending .md, with or without an
+#anchor) exists, and no tracked file cites a design document that is not
+in the repository (the routing rule, the op sequences and the tolerances
+all live in docs/).
 
 Usage: check_citations.py SOURCE_DIR   exit 0 clean, 1 with one line per bad citation
 """
