@@ -6,7 +6,8 @@
 #     phase's rank output, result.json and final state in the cell folder,
 #     and the same verdicts and per-step figures as with ranks as threads;
 #  2. GPU cells that need more GPUs than given are reported skipped with
-#     the reason, and skipped cells do not fail the run.
+#     the reason; a run whose every cell was skipped checked nothing and
+#     exits 3.
 # Usage: cell_processes_test.sh SHARDCHECK SOURCE_DIR WORKDIR
 set -eu
 bin=$1
@@ -46,9 +47,15 @@ rcell=$("$bin" list "$real" | awk '{print $1}' | grep -- '-to-dp' | head -n 1)
 [ -n "$rcell" ] || fail "no cross-DP cell in $real"
 "$bin" run "$real" --filter "id=$rcell" --processes --quiet --out "$work/real" || fail "real-model cell $rcell failed as processes"
 
-"$bin" run "$src/scenarios/multi_gpu.yaml" --filter "dp=1,resume_dp=8,optimizer=adamw" --gpus 4 --quiet \
-  --out "$work/gpus" >"$work/gpus.txt" || { cat "$work/gpus.txt"; fail "skipped cells failed the run"; }
+# Every cell skipped: nothing was checked, so the run is no pass (exit 3).
+rc=0
+"$bin" run "$src/scenarios/multi_gpu.yaml" --filter "dp=1,resume_dp=8,optimizer=adamw" --gpus 4 \
+  --out "$work/gpus" >"$work/gpus.txt" 2>&1 || rc=$?
+[ "$rc" = 3 ] || { cat "$work/gpus.txt"; fail "a run whose every cell was skipped exited $rc, expected 3"; }
+grep -q "running 8 cells (0 to run, 8 skipped)" "$work/gpus.txt" ||
+  { cat "$work/gpus.txt"; fail "the first line does not count the skips"; }
 grep -q "0 passed, 0 failed, 0 errored, 8 skipped of 8 cells" "$work/gpus.txt" ||
   { cat "$work/gpus.txt"; fail "expected 8 skipped cells"; }
 grep -q "needs 8 GPUs (one per rank), 4 available" "$work/gpus.txt" || fail "no skip reason"
+grep -q "nothing was checked" "$work/gpus.txt" || fail "the run does not say that nothing was checked"
 echo "3 passed, 0 failed"
