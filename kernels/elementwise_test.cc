@@ -3,29 +3,43 @@
 // with and without weight decay and under an lr schedule factor; and the
 // model-param write-back equals the param rounded as ATen rounds it. The
 // kinds come from the registry, so a new optimizer is covered here without
-// a line of this file.
+// a line of this file. FusedKernelBranches runs the same check for every
+// branch case the registry's declarations generate (testing/branch_cases.h:
+// each bool flipped, each other choice, another value of each number), so
+// a code path that only a hyperparameter picks (SGD's Nesterov look-ahead)
+// is held to the reference as well.
 #include "kernels/elementwise.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "kernels/kernel_test_util.h"
 #include "reference/registry.h"
 #include "spec/config.h"
 #include "spec/registry.h"
+#include "testing/branch_cases.h"
 #include "testing/oracle.h"
 
 namespace shardcheck {
 namespace {
 
-class FusedKernel : public testing::TestWithParam<std::string> {};
-
-TEST_P(FusedKernel, BitwiseEqualToTheReferenceUpdate) {
-  const OptimizerEntry& entry = FindOptimizer(GetParam());
-  OptimizerConfig c = OptimizerConfig::Defaults(GetParam());
+// The config the tables start from: the kind's defaults with weight decay
+// on and an lr that moves params visibly.
+OptimizerConfig BaseConfig(const std::string& kind) {
+  OptimizerConfig c = OptimizerConfig::Defaults(kind);
   c.Set("weight_decay", 0.05);
   c.Set("lr", 1e-2);
+  return c;
+}
+
+// Six steps of `c`'s fused kernel and of its reference update, from the same
+// param and zero state: bitwise equal after every step. `label` names the
+// case in failures.
+void ExpectFusedEqualsReference(const OptimizerConfig& c, const std::string& label) {
+  const OptimizerEntry& entry = FindOptimizer(c.kind());
   const int64_t n = 4099;  // not a multiple of any vector width
   const size_t keys = entry.spec.schema.keys.size();
   for (double wd_mult : {1.0, 0.0}) {
@@ -54,10 +68,10 @@ TEST_P(FusedKernel, BitwiseEqualToTheReferenceUpdate) {
         span.model_fp32 = model_fp32.data_ptr<float>();
       entry.elementwise.run_cpu(scalars, span);
       ASSERT_TRUE(SameBytes(fp, p))
-          << GetParam() << ": params differ at step " << t << ", wd_mult " << wd_mult;
+          << label << ": params differ at step " << t << ", wd_mult " << wd_mult;
       for (size_t k = 0; k < keys; ++k)
         ASSERT_TRUE(SameBytes(fstate[k], state[k]))
-            << GetParam() << ": " << entry.spec.schema.keys[k].name << " differs at step " << t;
+            << label << ": " << entry.spec.schema.keys[k].name << " differs at step " << t;
       if (t % 2 == 0)
         ASSERT_TRUE(SameBytes(model_bf16, p.to(at::kBFloat16))) << "bf16 write-back at step " << t;
       else
@@ -66,7 +80,30 @@ TEST_P(FusedKernel, BitwiseEqualToTheReferenceUpdate) {
   }
 }
 
+class FusedKernel : public testing::TestWithParam<std::string> {};
+
+TEST_P(FusedKernel, BitwiseEqualToTheReferenceUpdate) {
+  ExpectFusedEqualsReference(BaseConfig(GetParam()), GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, FusedKernel, testing::ValuesIn(ElementwiseKinds()),
+                         [](const auto& info) { return info.param; });
+
+// Every generated case of a kind but `defaults` (which FusedKernel runs),
+// each set over the base config (a weight-decay or lr case replaces the
+// base's value). One test per kind; a failure names the case.
+class FusedKernelBranches : public testing::TestWithParam<std::string> {};
+
+TEST_P(FusedKernelBranches, BitwiseEqualToTheReferenceUpdate) {
+  for (const BranchCase& b : BranchCases(GetParam())) {
+    if (b.IsDefaults()) continue;
+    OptimizerConfig c = BaseConfig(GetParam());
+    b.ApplyTo(c);
+    ExpectFusedEqualsReference(c, GetParam() + " branch case " + b.name);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, FusedKernelBranches, testing::ValuesIn(ElementwiseKinds()),
                          [](const auto& info) { return info.param; });
 
 TEST(RoundToBf16, MatchesAtenOnEdgeValues) {

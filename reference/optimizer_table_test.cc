@@ -222,6 +222,24 @@ TEST_P(OptimizerTable, ClippingEqualsPrescaledGradients) {
   ExpectSameState(clipped.GetStateDict(), manual.GetStateDict());
 }
 
+// A norm below max_norm changes nothing: the run is bitwise the unclipped one
+// (a coefficient above 1 would scale the gradients up).
+TEST_P(OptimizerTable, ClippingBelowTheBoundChangesNothing) {
+  OracleRunOptions o = MakeRun(GetParam(), 0);
+  OracleRunOptions plain = o;
+  plain.setup.max_grad_norm = 0.0;
+  ReferenceOptimizer unclipped = RunReferenceOnOracle(plain);
+  o.setup.max_grad_norm = 1e6;
+  ReferenceOptimizer clipped = RunReferenceOnOracle(o);
+  for (uint64_t s = 1; s <= 2; ++s) {
+    const std::vector<at::Tensor> g = GlobalGrads(o.model, o.seed, s, 24);
+    clipped.Step(g);
+    unclipped.Step(g);
+    ASSERT_LT(clipped.last_grad_norm(), 1e6);
+  }
+  ExpectSameState(clipped.GetStateDict(), unclipped.GetStateDict());
+}
+
 std::vector<Param> AllParams() {
   std::vector<Param> out;
   for (const auto& name : OptimizerSetup::Names())

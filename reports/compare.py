@@ -3,14 +3,21 @@
 Cells are matched by id. A cell is flagged when its verdict changed, when
 it exists on one side only, when the largest max-abs difference of any
 (run, group) series grew (strictly; a group absent from the baseline cell
-is reported as new, not as grown), or when a loss curve shifted.
+is reported as new, not as grown), or when a loss or grad-norm curve
+shifted.
 
 Loss shift: for each run that has a loss on both sides, over the steps
 both sides have a loss at, max |current − baseline| / max(|baseline|,
 LOSS_SCALE_FLOOR) — the largest loss change relative to the baseline
 curve's scale. It is flagged above LOSS_SHIFT_RTOL, 2%: above the loss
-checks' tolerances against the reference (rtol 1e-4 fp32, 1e-2 bf16), so
+checks' tolerances against the reference (rtol 1e-3 fp32, 1e-2 bf16), so
 a flag means that training moved, not rounding.
+
+Grad-norm shift: the same figure on the runs' grad norms (the global norm
+before clipping, which Megatron users watch beside the loss), flagged
+above GRAD_NORM_SHIFT_RTOL, 5%: the default grad-norm checks allow 1% of
+drift against the reference, and a norm moves more than the loss when
+training changes.
 
 Performance: the summed wall time of the cells that have one on both sides,
 and the real time of each Google Benchmark present in both (same file and
@@ -18,7 +25,7 @@ name), are flagged when they change by more than PERF_CHANGE_TOL (±25%):
 one run per side gives no noise estimate, so only large changes count.
 
 baseline_changes() gathers what the top of the report says: new failures,
-fixed cells, shifted loss curves and performance changes.
+fixed cells, shifted loss and grad-norm curves and performance changes.
 """
 import dataclasses
 from typing import List, Optional, Sequence, Tuple
@@ -28,17 +35,19 @@ from load import FAILED, Cell, Results
 from summary import overall_max_abs
 
 LOSS_SHIFT_RTOL = 0.02
+GRAD_NORM_SHIFT_RTOL = 0.05
 LOSS_SCALE_FLOOR = 1e-12
 PERF_CHANGE_TOL = 0.25
 
 
 @dataclasses.dataclass
 class LossShift:
-    """How far one run's loss curve moved from the baseline's."""
+    """How far one run's loss (or grad-norm) curve moved from the baseline's."""
     run: str
     step: int               # where |current − baseline| is largest
     max_delta: float        # that largest |current − baseline|
-    scale: float            # max |baseline loss| over the compared steps (at least LOSS_SCALE_FLOOR)
+    scale: float            # max |baseline value| over the compared steps (at least LOSS_SCALE_FLOOR)
+    series: str = "loss"    # "loss" or "grad_norm"
 
     @property
     def rel(self) -> float:
@@ -54,10 +63,12 @@ class CellComparison:
     series: List[Tuple[str, Optional[float], Optional[float]]]  # (run/group, baseline, current)
     grew: List[str]                                         # run/group keys whose max grew
     loss_shifts: List[LossShift] = dataclasses.field(default_factory=list)  # beyond LOSS_SHIFT_RTOL
+    norm_shifts: List[LossShift] = dataclasses.field(default_factory=list)  # beyond GRAD_NORM_SHIFT_RTOL
 
     @property
     def status(self) -> str:
-        """regressed / fixed / changed / missing / new / grew / loss shifted / same."""
+        """regressed / fixed / changed / missing / new / grew / loss shifted /
+        grad norm shifted / same."""
         if self.current is None:
             return "missing"
         if self.baseline is None:
@@ -67,7 +78,9 @@ class CellComparison:
             return "regressed" if b == "pass" else ("fixed" if c == "pass" else "changed")
         if self.grew:
             return "grew"
-        return "loss shifted" if self.loss_shifts else "same"
+        if self.loss_shifts:
+            return "loss shifted"
+        return "grad norm shifted" if self.norm_shifts else "same"
 
 
 def compare(current: Results, baseline: Results) -> List[CellComparison]:
@@ -109,33 +122,48 @@ def compare_cell(cell_id: str, current: Optional[Cell], baseline: Optional[Cell]
     if shifts:
         flags.append(f"loss shifted beyond {LOSS_SHIFT_RTOL:.0%}: " + ", ".join(
             f"{s.run} {s.rel:.1%} at step {s.step}" for s in shifts))
-    return CellComparison(cell_id, current, baseline, flags, series, grew, shifts)
+    norm_shifts = shifted_series(current.result, baseline.result, "grad_norm", GRAD_NORM_SHIFT_RTOL)
+    if norm_shifts:
+        flags.append(f"grad norm shifted beyond {GRAD_NORM_SHIFT_RTOL:.0%}: " + ", ".join(
+            f"{s.run} {s.rel:.1%} at step {s.step}" for s in norm_shifts))
+    return CellComparison(cell_id, current, baseline, flags, series, grew, shifts, norm_shifts)
 
 
-def loss_shift(run: str, current: dict, baseline: dict) -> Optional[LossShift]:
-    """The shift of one run's loss (see the module docstring), or None when
-    the two sides share no step with a loss."""
-    before = {s: v for s, v in zip(baseline["steps"], baseline.get("loss") or []) if v is not None}
-    pairs = [(s, v, before[s]) for s, v in zip(current["steps"], current.get("loss") or [])
+def series_shift(run: str, current: dict, baseline: dict, key: str = "loss") -> Optional[LossShift]:
+    """The shift of one run's `key` series, "loss" or "grad_norm" (see the
+    module docstring), or None when the two sides share no step with a value."""
+    before = {s: v for s, v in zip(baseline["steps"], baseline.get(key) or []) if v is not None}
+    pairs = [(s, v, before[s]) for s, v in zip(current["steps"], current.get(key) or [])
              if v is not None and s in before]
     if not pairs:
         return None
     step, now, then = max(pairs, key=lambda p: abs(p[1] - p[2]))
     scale = max(max(abs(p[2]) for p in pairs), LOSS_SCALE_FLOOR)
-    return LossShift(run, step, abs(now - then), scale)
+    return LossShift(run, step, abs(now - then), scale, key)
 
 
-def shifted_losses(current: Optional[dict], baseline: Optional[dict]) -> List[LossShift]:
-    """The runs (matched by name) whose loss shifted by more than LOSS_SHIFT_RTOL."""
+def loss_shift(run: str, current: dict, baseline: dict) -> Optional[LossShift]:
+    """The shift of one run's loss, or None when the two sides share no step with a loss."""
+    return series_shift(run, current, baseline, "loss")
+
+
+def shifted_series(current: Optional[dict], baseline: Optional[dict], key: str,
+                   rtol: float) -> List[LossShift]:
+    """The runs (matched by name) whose `key` series shifted by more than rtol."""
     if not current or not baseline:
         return []
     out = []
     for name, run in current["runs"].items():
         other = baseline["runs"].get(name)
-        shift = loss_shift(name, run, other) if other else None
-        if shift is not None and shift.rel > LOSS_SHIFT_RTOL:
+        shift = series_shift(name, run, other, key) if other else None
+        if shift is not None and shift.rel > rtol:
             out.append(shift)
     return out
+
+
+def shifted_losses(current: Optional[dict], baseline: Optional[dict]) -> List[LossShift]:
+    """The runs (matched by name) whose loss shifted by more than LOSS_SHIFT_RTOL."""
+    return shifted_series(current, baseline, "loss", LOSS_SHIFT_RTOL)
 
 
 @dataclasses.dataclass
@@ -194,6 +222,7 @@ class BaselineChanges:
     wall: Optional[PerfChange]           # summed wall time of the cells on both sides
     bench: List[PerfChange]              # benchmarks beyond PERF_CHANGE_TOL
     other_flagged: List[CellComparison]  # flagged for anything else (max |Δ| grew, a cell on one side only)
+    norm_shifted: List[CellComparison] = dataclasses.field(default_factory=list)  # grad norm beyond GRAD_NORM_SHIFT_RTOL
 
 
 def baseline_changes(comparisons: List[CellComparison], current_bench: Sequence[Benchmark] = (),
@@ -204,7 +233,8 @@ def baseline_changes(comparisons: List[CellComparison], current_bench: Sequence[
     fixed = [c for c in comparisons if c.current and c.current.verdict == "pass"
              and c.baseline and c.baseline.verdict in FAILED]
     shifted = [c for c in comparisons if c.loss_shifts]
-    named = {id(c) for c in new + fixed + shifted}
+    norm_shifted = [c for c in comparisons if c.norm_shifts]
+    named = {id(c) for c in new + fixed + shifted + norm_shifted}
     return BaselineChanges(new, fixed, shifted, wall_change(comparisons),
                            bench_changes(current_bench, baseline_bench),
-                           [c for c in comparisons if c.flags and id(c) not in named])
+                           [c for c in comparisons if c.flags and id(c) not in named], norm_shifted)

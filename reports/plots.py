@@ -223,6 +223,46 @@ def grad_norm_figure(result: dict) -> Optional[Figure]:
     return fig
 
 
+def baseline_figure(result: dict, baseline: dict) -> Optional[Figure]:
+    """The PR against its base: each run's loss (left) and grad norm (right)
+    now (solid) and in the baseline (dashed, same colour), runs matched by
+    name. A panel is drawn when some run has that series on both sides;
+    None when neither panel has anything."""
+    panels = []
+    for key, title in (("loss", "loss"), ("grad_norm", "grad norm")):
+        pairs = [(name, run, baseline["runs"][name]) for name, run in result["runs"].items()
+                 if name in baseline["runs"] and _has(run, key) and _has(baseline["runs"][name], key)]
+        if pairs:
+            panels.append((key, title, pairs))
+    if not panels:
+        return None
+    fig = Figure(figsize=(4.6 * len(panels), 2.9))
+    for i, (key, title, pairs) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for name, now, then in pairs:
+            color = RUN_STYLES.get(name, {}).get("color", "#444444")
+            for run, style, side in ((now, "-", "now"), (then, "--", "baseline")):
+                x, y = downsample(run["steps"], run[key])
+                ax.plot(x, _floats(y), color=color, linestyle=style, linewidth=1.4,
+                        label=f"{name}, {side}")
+        ax.set_xlabel("step")
+        ax.set_title(f"{title}: now vs baseline")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize="small")
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
+    return fig
+
+
+def _has(run: dict, key: str) -> bool:
+    return any(v is not None for v in run.get(key) or [])
+
+
+def baseline_svg(result: dict, baseline: dict, uid: str) -> Optional[str]:
+    """baseline_figure() as SVG text, or None when it has nothing to draw."""
+    fig = baseline_figure(result, baseline)
+    return None if fig is None else to_svg(fig, uid)
+
+
 def spans_decades(values: Sequence, decades: float) -> bool:
     """Whether the finite values are all positive and max/min exceeds 10**decades."""
     finite = [v for v in values if v is not None and math.isfinite(v)]

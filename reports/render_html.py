@@ -375,7 +375,7 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
         ff = None                       # an error with no failing check: the error box says it all
     if ff and cell.verdict == "xpass" and ff.get("check") == EXPECTED_FAILURE:
         ff = None                       # no check failed: the expected-failure box says it all
-    loss_svg = grad_svg = diff_svg = None
+    loss_svg = grad_svg = diff_svg = base_svg = None
     zero = summary.zero_series(r)
     uid = f"c{index}"
     if r and plot_note == "":
@@ -383,6 +383,9 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
         loss_svg = Markup(loss) if loss else None
         grad = plots.grad_norm_svg(r, uid + "g")
         grad_svg = Markup(grad) if grad else None
+        then = comparison.baseline.result if comparison and comparison.baseline else None
+        base = plots.baseline_svg(r, then, uid + "b") if then else None
+        base_svg = Markup(base) if base else None
         diff, zero = plots.diff_svg(summary.reference_view(r), uid + "d", (ff or {}).get("step"))
         diff_svg = Markup(diff) if diff else None
     runs = summary.diff_runs(r)
@@ -392,7 +395,7 @@ def _section(cell: Cell, index: int, plot_note: Optional[str], comparison) -> di
             "error": (r or {}).get("error"), "missing_result": r is None,
             "result_path": cell.result_path, "first_failure": ff,
             "skipped": summary.skip_reason(cell) if cell.verdict == "skipped" else None,
-            "loss_svg": loss_svg, "grad_svg": grad_svg, "diff_svg": diff_svg, "zero": zero, "all_zero": all_zero,
+            "loss_svg": loss_svg, "grad_svg": grad_svg, "diff_svg": diff_svg, "baseline_svg": base_svg, "zero": zero, "all_zero": all_zero,
             "plot_note": plot_note or None,
             "groups": _group_rows(summary.reference_view(r), ff, _single_device_checks(r)) if r else None,
             "checks": [_check_row(c) for c in (r or {}).get("checks", [])],
@@ -430,7 +433,8 @@ def _environment() -> jinja2.Environment:
                        text_symbol=headline_mod.TEXT_SYMBOL,
                        skip_reason=summary.skip_reason,
                        verdict_label=lambda v: matrix_mod.VERDICT_LABEL.get(v, v),
-                       loss_shift_rtol=compare_mod.LOSS_SHIFT_RTOL, perf_tol=compare_mod.PERF_CHANGE_TOL)
+                       loss_shift_rtol=compare_mod.LOSS_SHIFT_RTOL,
+                       grad_norm_shift_rtol=compare_mod.GRAD_NORM_SHIFT_RTOL, perf_tol=compare_mod.PERF_CHANGE_TOL)
     return env
 
 

@@ -223,6 +223,11 @@ def _baseline_line(b: Optional[compare_mod.BaselineChanges]) -> str:
              _counted(f"{len(b.fixed)} fixed", [_code(c.id, 120) for c in b.fixed]),
              _counted(_count(len(b.loss_shifted), "loss curve") + f" shifted beyond {compare_mod.LOSS_SHIFT_RTOL:.0%}",
                       shifts)]
+    if b.norm_shifted:
+        norms = [f"{_code(c.id, 120)} ({', '.join(f'{s.run} {s.rel:.1%}' for s in c.norm_shifts)})"
+                 for c in b.norm_shifted]
+        parts.append(_counted(_count(len(b.norm_shifted), "grad-norm curve") +
+                              f" shifted beyond {compare_mod.GRAD_NORM_SHIFT_RTOL:.0%}", norms))
     if b.wall:
         where = "⚠️ beyond" if b.wall.beyond else "within"
         parts.append(f"{b.wall.name} {b.wall.before:.1f} s → {b.wall.after:.1f} s ({b.wall.rel:+.0%}, {where} ±{tol:.0%})")

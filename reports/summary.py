@@ -179,6 +179,26 @@ def has_loss(result: Optional[dict]) -> bool:
                                 for run in result["runs"].values())
 
 
+def clipped_steps(result: dict, max_norm: float) -> Optional[Tuple[int, int]]:
+    """(steps that clipped, steps) of the reference run (else the first run
+    with a grad norm): a step clips when norm + 1e-6 > max_norm
+    (docs/optimizers.md, "Gradient clipping"). None without grad norms."""
+    runs = result.get("runs") or {}
+    for name in ["reference"] + [n for n in runs if n != "reference"]:
+        norms = [v for v in (runs.get(name) or {}).get("grad_norm") or [] if v is not None]
+        if norms:
+            return sum(1 for v in norms if v + 1e-6 > max_norm), len(norms)
+    return None
+
+
+def clipping_label(result: dict, max_norm: float) -> str:
+    """"1.0 (clipped 7 of 12 steps)", or the bound alone without grad norms."""
+    counted = clipped_steps(result, max_norm)
+    if counted is None:
+        return f"{max_norm:g}"
+    return f"{max_norm:g} (clipped {counted[0]} of {counted[1]} steps)"
+
+
 def has_grad_norm(result: Optional[dict]) -> bool:
     """Whether some run has a grad-norm value (oracle models have them too)."""
     return bool(result) and any(any(v is not None for v in run.get("grad_norm") or [])
@@ -562,7 +582,7 @@ def config_line(cell: Cell) -> List[tuple]:
               ("backend", cfg.get("backend"))]
     opt = cfg.get("optimizer") or {}
     if opt.get("max_grad_norm"):
-        pairs.append(("max grad norm", opt["max_grad_norm"]))
+        pairs.append(("max grad norm", clipping_label(r, opt["max_grad_norm"])))
     lr = lr_schedule(r)
     if lr is not None:      # a constant lr is only said here; a scheduled one is also drawn
         pairs.append(("lr", f"{lr.low:g}" if lr.constant else f"scheduled, {lr.low:g} to {lr.high:g}"))

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <ostream>
+#include <sstream>
 
 #include "distributed/model_space.h"
 #include "harness/cell/compare.h"
@@ -246,7 +248,10 @@ class DistributedRun {
     rec.lr = opt_->last_lr();
     rec.loss =
         source_->has_loss() ? loss.item<double>() / m : std::numeric_limits<double>::quiet_NaN();
-    if (ref_) Compare(rec);
+    if (ref_) {
+      Compare(rec);
+      CompareGradNorm(rec);
+    }
     LogStep(rec);
     if (opts_.save_at == s) {
       SaveCheckpoint(*opt_, opts_.save_dir, opts_.sharding_type);
@@ -325,6 +330,30 @@ class DistributedRun {
     }
     if (total > 0 && !result_.first_mismatch) RecordFirstMismatch(rec.step, lc);
   }
+
+  // The step's grad norm against the reference's and the independent fp64
+  // norm of the global gradients. Oracle gradients make the fp64 sum exact
+  // in any order (docs/optimizers.md, "Gradient clipping"), so there all
+  // three must be bitwise equal; real models' are recorded and judged by
+  // the scenario's grad_norm checks. Every rank holds the same all-reduced
+  // norm, so every rank reaches the same verdict without a collective.
+  void CompareGradNorm(StepRecord& rec) {
+    const size_t i = static_cast<size_t>(rec.step - 1);
+    rec.reference_grad_norm = ref_->grad_norm.at(i);
+    rec.gradient_norm = ref_->gradient_norm.at(i);
+    if (source_->has_loss() || result_.first_mismatch) return;
+    if (SameBits(rec.grad_norm, rec.reference_grad_norm) &&
+        SameBits(rec.grad_norm, rec.gradient_norm))
+      return;
+    std::ostringstream d;
+    d << std::setprecision(17) << "grad norm " << rec.grad_norm << " vs the reference's "
+      << rec.reference_grad_norm << " and the fp64 norm of the oracle's gradients "
+      << rec.gradient_norm;
+    result_.first_mismatch = FirstMismatch{rec.step, comm_.rank(), "grad_norm", d.str()};
+    result_.ok = false;
+  }
+
+  static bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
   void RecordFirstMismatch(int64_t step, const LocalCompare& lc) {
     std::vector<at::Tensor> names = comm_.Gather(EncodeName(lc.first_tensor), 0);
@@ -448,6 +477,10 @@ nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const T
     nlohmann::ordered_json js;
     js["step"] = s.step;
     js["grad_norm"] = s.grad_norm;
+    if (!s.after_load && !std::isnan(s.reference_grad_norm)) {
+      js["reference_grad_norm"] = s.reference_grad_norm;
+      js["gradient_norm"] = s.gradient_norm;
+    }
     if (!s.after_load) js["lr"] = s.lr;
     if (!std::isnan(s.loss)) js["loss"] = s.loss;
     if (s.after_load) js["after_load"] = true;

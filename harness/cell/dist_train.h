@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -65,7 +66,11 @@ struct GroupStep {
 struct StepRecord {
   int64_t step = 0;
   bool after_load = false;  // the comparison right after a load (no step taken)
-  double grad_norm = 0.0;
+  double grad_norm = 0.0;  // this run's global grad norm (before clipping)
+  // With a reference: its grad norm and the independent fp64 norm of the
+  // step's global gradients (ReferenceTrajectory::gradient_norm); NaN without.
+  double reference_grad_norm = std::numeric_limits<double>::quiet_NaN();
+  double gradient_norm = std::numeric_limits<double>::quiet_NaN();
   double lr = 0.0;                // the main child's lr of this step (schedule applied)
   double loss = 0.0;              // mean micro-batch loss (NaN without loss)
   std::vector<GroupStep> groups;  // empty without --compare-reference

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """One cell of the distributed matrix: launch N ranks of `shardcheck train
---compare-reference` and check result.json — bitwise equal to the reference
-after every step, and the case really covers what it must (at least
-MIN_BUCKETS buckets, a param under 64 elements, params cut across ranks).
+--compare-reference` with gradient clipping on and check result.json —
+bitwise equal to the reference after every step, the grad norm bitwise
+equal to the reference's and to the fp64 norm of the oracle's gradients,
+and the case really covers what it must (at least MIN_BUCKETS buckets, a
+param under 64 elements, params cut across ranks, steps that clip and
+steps that do not).
 
 Usage: distributed_cell_test.py SHARDCHECK NPROC OPTIMIZER DTYPE OUT_DIR
 """
@@ -16,6 +19,33 @@ SHAPES = ("emb=96x32:embedding,pos=16x32:embedding,qkv=96x32,qkv_b=96,proj=32x32
 BUCKET_SIZE = 1000
 STEPS = 12
 MIN_BUCKETS = 3
+# Between the smallest and the largest of the 12 steps' oracle grad norms
+# (0.3790 to 0.3856 for SHAPES at seed 1234, M = 24; 5 of 12 clip): some steps clip and
+# some do not, so a norm over one rank's shard, a coefficient above 1 and
+# a route left unclipped all change the params. The test fails if either
+# kind of step goes missing.
+MAX_GRAD_NORM = 0.383
+
+
+def grad_norm_failures(steps):
+    """The grad norm of every step against the reference's and the fp64 norm
+    of the oracle's gradients (bitwise: JSON keeps every bit of a double),
+    and both kinds of step present."""
+    failures = []
+    clipped = 0
+    for s in steps:
+        if s.get("after_load"):
+            continue
+        norm = s["grad_norm"]
+        for key in ("reference_grad_norm", "gradient_norm"):
+            if s.get(key) != norm:
+                failures.append(f"step {s['step']}: grad norm {norm!r} vs {key} {s.get(key)!r}")
+        clipped += norm + 1e-6 > MAX_GRAD_NORM
+    print(f"clipping: {clipped} of {len(steps)} steps clipped at max_grad_norm {MAX_GRAD_NORM}")
+    if clipped in (0, len(steps)):
+        failures.append(f"{clipped} of {len(steps)} steps clipped: the case needs steps that clip "
+                        f"and steps that do not (move MAX_GRAD_NORM between the step norms)")
+    return failures
 
 
 def main():
@@ -24,6 +54,7 @@ def main():
     cmd = [binary, "launch", "--nproc", nproc, "--timeout", "300", "--",
            binary, "train", "--optimizer", optimizer, "--shapes", SHAPES, "--dtype", dtype,
            "--steps", str(STEPS), "--weight-decay", "0.02", "--bucket-size", str(BUCKET_SIZE),
+           "--max-grad-norm", str(MAX_GRAD_NORM),
            "--compare-reference", "--timeout", "60", "--out", out]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(proc.stdout)
@@ -44,6 +75,7 @@ def main():
             bad = {g: v["mismatches"] for g, v in s["groups"].items() if v["mismatches"]}
             if bad:
                 failures.append(f"step {s['step']}: mismatches {bad}")
+        failures += grad_norm_failures(result["steps"])
         layout = result["layout"]
         if len(layout["buckets"]) < MIN_BUCKETS:
             failures.append(f"only {len(layout['buckets'])} buckets")

@@ -13,6 +13,16 @@ std::vector<at::Tensor> HostCopies(const std::vector<at::Tensor>& tensors) {
   return out;
 }
 
+double IndependentGradNorm(const std::vector<at::Tensor>& grads) {
+  double sumsq = 0.0;
+  for (const at::Tensor& g : grads) {
+    const at::Tensor host = g.to(at::kCPU, at::kFloat).contiguous();
+    const float* v = host.data_ptr<float>();
+    for (int64_t e = 0; e < host.numel(); ++e) sumsq += static_cast<double>(v[e]) * v[e];
+  }
+  return std::sqrt(sumsq);
+}
+
 ReferenceTrajectory RunReferenceTrajectory(const GradSource& source, const OptimizerSetup& setup,
                                            c10::ScalarType dtype, int steps, int micro_batches,
                                            at::Device device, GradReduction reduction) {
@@ -31,6 +41,7 @@ ReferenceTrajectory RunReferenceTrajectory(const GradSource& source, const Optim
       loss_sum = source.RankGrads(HostCopies(opt.model_params()), s, 0, micro_batches,
                                   micro_batches, grads);
     }
+    t.gradient_norm.push_back(IndependentGradNorm(grads));
     opt.Step(grads);
     t.loss.push_back(source.has_loss() ? loss_sum / micro_batches
                                        : std::numeric_limits<double>::quiet_NaN());

@@ -397,9 +397,14 @@ class Job {
       const std::string verb = !one && how.rfind("was ", 0) == 0 ? "were " + how.substr(4) : how;
       return std::string(one ? "rank " : "ranks ") + node + RankList(who) + " " + verb;
     }
+    // The ways in the order of their lowest rank, whichever ended first.
+    auto ways_by_rank = stopped_;
+    for (auto& way : ways_by_rank) std::sort(way.second.begin(), way.second.end());
+    std::sort(ways_by_rank.begin(), ways_by_rank.end(),
+              [](const auto& a, const auto& b) { return a.second.front() < b.second.front(); });
     std::vector<int> all;
     std::string ways;
-    for (const auto& [how, who] : stopped_) {
+    for (const auto& [how, who] : ways_by_rank) {
       all.insert(all.end(), who.begin(), who.end());
       ways += (ways.empty() ? "" : "; ") + RankList(who) + " " +
               (how.rfind("was ", 0) == 0 ? how.substr(4) : how);

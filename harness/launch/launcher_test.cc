@@ -186,9 +186,13 @@ TEST(Launcher, FailingRankExitCodeIsPropagatedAndOthersStopped) {
 
 // Ranks that end after the cause in different ways still take one line.
 TEST(Launcher, RanksEndingAfterTheCauseInSeveralWaysTakeOneLine) {
+  // Rank 1 fails only once rank 3 has set its trap (a file says so), so a
+  // loaded machine cannot deliver the SIGTERM before the trap is there.
   const Result r = LaunchSh(4,
-                            "if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 7; fi; "
-                            "if [ \"$RANK\" = 3 ]; then trap 'exit 5' TERM; fi; "
+                            "f=/tmp/shardcheck_launcher_trap_$MASTER_PORT; "
+                            "if [ \"$RANK\" = 1 ]; then while [ ! -e $f ]; do sleep 0.05; done; "
+                            "rm -f $f; exit 7; fi; "
+                            "if [ \"$RANK\" = 3 ]; then trap 'exit 5' TERM; touch $f; fi; "
                             "sleep 30 & wait");
   EXPECT_EQ(r.code, 7) << r.err;
   EXPECT_TRUE(Has(r.err,

@@ -121,6 +121,68 @@ CheckOutcome LossContinuity(const CheckSpec& c, const CellRuns& r) {
   return out;
 }
 
+// One run's grad norm per step, as a check judges it.
+struct NormSeries {
+  std::string run;
+  std::vector<std::pair<int64_t, double>> norms;  // (step, norm)
+};
+
+std::vector<NormSeries> GradNormRuns(const CellRuns& r, bool with_reference) {
+  std::vector<NormSeries> out;
+  if (with_reference) {
+    NormSeries ref{"reference", {}};
+    for (size_t i = 0; i < r.reference.grad_norm.size(); ++i)
+      ref.norms.push_back({static_cast<int64_t>(i + 1), r.reference.grad_norm[i]});
+    out.push_back(std::move(ref));
+  }
+  for (const auto& [name, run] : DistributedRuns(r)) {
+    NormSeries series{name, {}};
+    for (const auto& s : run->steps)
+      if (!s.after_load) series.norms.push_back({s.step, s.grad_norm});
+    out.push_back(std::move(series));
+  }
+  return out;
+}
+
+// Every run's global grad norm, step by step, against the reference's, or
+// (against: gradients) the reference's own and every run's against the
+// fp64 norm computed independently from the step's global gradients
+// (ReferenceTrajectory::gradient_norm): bitwise, or within atol + rtol * |b|.
+CheckOutcome GradNormCheck(const CheckSpec& c, const CellRuns& r) {
+  CheckOutcome out;
+  const bool vs_gradients = c.against == CheckAgainst::kGradients;
+  const std::vector<double>& want = vs_gradients ? r.reference.gradient_norm : r.reference.grad_norm;
+  out.against = vs_gradients ? "fp64 norm of the global gradients" : "reference";
+  out.run = vs_gradients ? "reference+uninterrupted+resumed" : out.run;
+  size_t compared = 0;
+  for (const NormSeries& series : GradNormRuns(r, vs_gradients)) {
+    for (const auto& [step, norm] : series.norms) {
+      if (step < 1 || static_cast<size_t>(step) > want.size()) continue;
+      const double b = want[static_cast<size_t>(step - 1)];
+      const double d = std::fabs(norm - b);
+      out.max_abs = std::max(out.max_abs, d);
+      out.max_rel = std::max(out.max_rel, d / std::max(std::fabs(b), 1e-30));
+      ++compared;
+      const bool bad = c.kind == CheckKind::kBitwise ? std::memcmp(&norm, &b, sizeof b) != 0
+                                                     : !(d <= c.atol + c.rtol * std::fabs(b));
+      if (!bad) continue;
+      std::ostringstream dd;
+      dd.precision(17);
+      dd << series.run << " run, step " << step << ": grad norm " << norm << " vs " << out.against
+         << " " << b;
+      Fail(out, step, "grad_norm", dd.str(), series.run);
+    }
+  }
+  if (out.verdict == Verdict::kPass) {
+    std::ostringstream dd;
+    dd << "grad norms " << (c.kind == CheckKind::kBitwise ? "bitwise equal" : "within tolerance")
+       << " to the " << out.against << " at " << compared << " steps (max rel " << out.max_rel
+       << ")";
+    out.detail = dd.str();
+  }
+  return out;
+}
+
 // The comparison group a final-state tensor belongs to for a check `on`.
 std::string FinalStateGroup(const std::string& key, CheckOn on, bool fp32) {
   const StateDictKey k = ParseStateDictKey(key);
@@ -235,6 +297,7 @@ std::string VerdictName(Verdict v) {
 }
 
 CheckOutcome EvaluateCheck(const CheckSpec& c, const Cell& cell, const CellRuns& r) {
+  if (c.on == CheckOn::kGradNorm) return GradNormCheck(c, r);
   switch (c.kind) {
     case CheckKind::kLossFall:
       return LossFall(c, r);

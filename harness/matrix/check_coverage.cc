@@ -6,12 +6,12 @@ namespace shardcheck {
 
 namespace {
 
-// Whether `c` judges `cell`'s tensors at all (loss checks never do; a
+// Whether `c` judges `cell`'s tensors at all (loss and grad-norm checks never do; a
 // bitwise check on a real model with fp32 reduction only across a same-DP
 // resume: cell_checks.cc's ResumeBitwise).
 bool Applies(const CheckSpec& c, const Cell& cell) {
   if (c.kind != CheckKind::kBitwise && c.kind != CheckKind::kTolerance) return false;
-  if (c.on == CheckOn::kLoss) return false;
+  if (c.on == CheckOn::kLoss || c.on == CheckOn::kGradNorm) return false;
   if (c.kind == CheckKind::kBitwise && !cell.system.External() && cell.RealModel() &&
       cell.grad_reduction == GradReduction::kFp32)
     return cell.resume && cell.resume->dp == cell.dp;

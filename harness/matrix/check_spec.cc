@@ -28,6 +28,8 @@ std::string CheckOnName(CheckOn o) {
       return "state";
     case CheckOn::kLoss:
       return "loss";
+    case CheckOn::kGradNorm:
+      return "grad_norm";
   }
   return "?";
 }
@@ -40,6 +42,8 @@ std::string CheckAgainstName(CheckAgainst a) {
       return "single_device";
     case CheckAgainst::kUninterrupted:
       return "uninterrupted";
+    case CheckAgainst::kGradients:
+      return "gradients";
   }
   return "?";
 }
@@ -53,16 +57,18 @@ CheckKind ParseCheckKind(const std::string& name) {
 }
 
 CheckOn ParseCheckOn(const std::string& name) {
-  for (auto o : {CheckOn::kParams, CheckOn::kMainParams, CheckOn::kState, CheckOn::kLoss})
+  for (auto o : {CheckOn::kParams, CheckOn::kMainParams, CheckOn::kState, CheckOn::kLoss,
+                 CheckOn::kGradNorm})
     if (CheckOnName(o) == name) return o;
-  throw Error("check on '" + name + "' (expected params, main_params, state or loss)");
+  throw Error("check on '" + name + "' (expected params, main_params, state, loss or grad_norm)");
 }
 
 CheckAgainst ParseCheckAgainst(const std::string& name) {
-  for (auto a :
-       {CheckAgainst::kReference, CheckAgainst::kSingleDevice, CheckAgainst::kUninterrupted})
+  for (auto a : {CheckAgainst::kReference, CheckAgainst::kSingleDevice, CheckAgainst::kUninterrupted,
+                 CheckAgainst::kGradients})
     if (CheckAgainstName(a) == name) return a;
-  throw Error("check against '" + name + "' (expected reference, single_device or uninterrupted)");
+  throw Error("check against '" + name +
+              "' (expected reference, single_device, uninterrupted or gradients)");
 }
 
 std::string CheckSpec::Name() const {

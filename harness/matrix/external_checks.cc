@@ -48,6 +48,8 @@ const Tensors* Base(const ExternalRuns& r, CheckAgainst against, int64_t step) {
     case CheckAgainst::kUninterrupted:
       s = r.uninterrupted.AtStep(step);
       break;
+    case CheckAgainst::kGradients:  // grad_norm checks only, n/a here
+      return nullptr;
   }
   return s ? &s->tensors : nullptr;
 }
@@ -122,6 +124,11 @@ CheckOutcome EvaluateExternalCheck(const CheckSpec& c, const Cell& cell, const E
       c.on == CheckOn::kLoss) {
     out.verdict = Verdict::kNotApplicable;
     out.detail = "oracle runs have no loss";
+    return out;
+  }
+  if (c.on == CheckOn::kGradNorm) {
+    out.verdict = Verdict::kNotApplicable;
+    out.detail = "the system's adapter reports no grad norm";
     return out;
   }
   if (c.on == CheckOn::kMainParams && cell.dtype == "fp32") {

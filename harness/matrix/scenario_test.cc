@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 namespace shardcheck {
@@ -439,6 +440,61 @@ TEST(CheckCoverage, NamesEveryGroupNoApplicableCheckCovers) {
                         "a.yaml")
                         .cells;
   EXPECT_EQ(UncheckedGroups(adam[0]), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
+}
+
+// Every own-system cell checks the grad norm by default: bitwise on the
+// oracle (against the reference and the independent fp64 norm of the
+// gradients), within 1e-12 with the exact reduction, within the measured
+// drift with fp32 sums; external systems report none.
+TEST(DefaultChecks, JudgeTheGradNormOfEveryCell) {
+  auto names = [](const std::string& model, const std::string& extra) {
+    const auto cells = ParseScenario("name: g\nmodel: " + model +
+                                         "\noptimizer: adam\nsharding_type: dp_reshardable\n"
+                                         "dp: 2\nmicro_batches: 4\n" + extra,
+                                     "g.yaml")
+                           .cells;
+    std::map<std::string, double> out;  // check name -> rtol
+    for (const CheckSpec& c : cells.at(0).checks)
+      if (c.on == CheckOn::kGradNorm) out[c.Name()] = c.rtol;
+    return out;
+  };
+  EXPECT_EQ(names("oracle:mixed-small", ""),
+            (std::map<std::string, double>{{"bitwise-grad_norm", 0.0},
+                                           {"bitwise-grad_norm-vs-gradients", 0.0}}));
+  EXPECT_EQ(names("gpt-tiny", "grad_reduction: exact\n"),
+            (std::map<std::string, double>{{"tolerance-grad_norm", 1e-12},
+                                           {"tolerance-grad_norm-vs-gradients", 1e-12}}));
+  EXPECT_EQ(names("gpt-tiny", "dtype: bf16\n"),
+            (std::map<std::string, double>{{"tolerance-grad_norm", 0.1},
+                                           {"tolerance-grad_norm-vs-gradients", 0.1}}));
+  EXPECT_EQ(names("gpt-tiny", "dtype: fp32\n"),
+            (std::map<std::string, double>{{"tolerance-grad_norm", 0.02},
+                                           {"tolerance-grad_norm-vs-gradients", 0.02}}));
+}
+
+// `against: gradients` belongs to grad_norm checks, and a grad_norm check is
+// against the reference or the gradients only.
+TEST(DefaultChecks, GradNormAgainstRules) {
+  auto error = [](const std::string& check) {
+    try {
+      ParseScenario("name: g\nmodel: oracle:mixed-small\noptimizer: adam\n"
+                    "sharding_type: dp_reshardable\ndp: 2\nchecks: [" + check + "]\n",
+                    "g.yaml");
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error("{kind: bitwise, on: params, against: gradients}")
+                .find("against: gradients goes with on: grad_norm"),
+            std::string::npos);
+  EXPECT_NE(error("{kind: bitwise, on: grad_norm, against: uninterrupted}")
+                .find("a grad_norm check is against reference or gradients"),
+            std::string::npos);
+  EXPECT_EQ(error("{kind: tolerance, on: grad_norm, against: gradients, rtol: 1.0e-9}"),
+            "accepted");
+  EXPECT_NE(error("{kind: loss_fall, on: grad_norm, min_fall: 0.5}").find("goes with on: loss"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -335,3 +335,39 @@ def test_a_skipped_cell_does_not_hide_a_failure_in_its_matrix_slot(make_report):
     r = make_report([skipped, failing])
     matrix = r.html[r.html.index('<table id="matrix"'):]
     assert re.search(r'<td class="v-fail">\s*<a class="chip v-skipped"', matrix)
+
+
+def test_grad_norm_shift_is_flagged_and_drawn_against_the_baseline(make_report):
+    """A grad-norm curve that moved beyond 5% is flagged (answers, Markdown,
+    the cell's comparison) with the PR-vs-base figure; one within 5% is not."""
+    def cells(scale):
+        c = synth.make_cell("adamw", "dp_reshardable", 2, model="gpt-tiny")
+        c["result"]["config"]["optimizer"]["max_grad_norm"] = 0.5
+        for run in c["result"]["runs"].values():
+            run["grad_norm"] = [None if v is None else v * scale for v in run["grad_norm"]]
+        return [c]
+    base = make_report(cells(1.0), name="base")
+    small = make_report(cells(1.03), name="small", baseline_dir=base.dir)
+    moved = make_report(cells(1.2), name="moved", baseline_dir=base.dir)
+    assert "Grad-norm curves shifted beyond 5%: none" in text(answers_of(small.html))
+    t = text(answers_of(moved.html))
+    assert re.search(r"Grad-norm curves shifted beyond 5%: 1: adamw\.dp_reshardable\.dp2\.bf16\.gpt-tiny "
+                     r"\(reference 20\.0%", t), t
+    assert "grad norm shifted beyond 5%: reference 20.0% at step" in moved.html
+    assert "1 grad-norm curve shifted beyond 5%" in moved.md
+    assert moved.html.count('class="plot baseline"') == 1 and "grad norm: now vs baseline" in moved.html
+    # the configuration line counts the steps that clipped (norm + 1e-6 > 0.5)
+    steps = cells(1.2)[0]["result"]["runs"]["reference"]["grad_norm"]
+    clipped = sum(1 for v in steps if v is not None and v + 1e-6 > 0.5)
+    assert f"0.5 (clipped {clipped} of {len(steps)} steps)" in moved.html
+
+
+def test_series_shift_compares_the_named_series():
+    base = {"steps": [1, 2, 3], "loss": [4.0, 3.0, 2.0], "grad_norm": [1.0, 2.0, None]}
+    now = {"steps": [1, 2, 3], "loss": [4.0, 3.0, 2.0], "grad_norm": [1.0, 2.5, 9.0]}
+    assert compare.series_shift("r", now, base, "loss").rel == 0.0
+    shift = compare.series_shift("r", now, base, "grad_norm")
+    assert (shift.step, shift.series) == (2, "grad_norm") and shift.rel == pytest.approx(0.25)
+    result = lambda run: {"runs": {"r": run}}
+    assert [s.series for s in compare.shifted_series(result(now), result(base), "grad_norm", 0.05)] == ["grad_norm"]
+    assert compare.shifted_series(result(now), result(base), "grad_norm", 0.3) == []

@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""Mutation testing of shardcheck's own source (docs/detection.md, "Mutation
+score"): how many small, plausible bugs the tests kill.
+
+Mutants come from universalmutator's `mutate` (rule-based C/C++ mutations:
+operators, constants, conditions, deleted statements), one per mutant file,
+over the non-test sources of FOLDERS. A seeded sample of N is tried one at a
+time in the default build (build/):
+
+  1. the mutant replaces its source file;
+  2. the build of the affected targets (ccache keeps unchanged objects);
+     a failing build is `not-compiling`;
+  3. if no object file changed, the mutant is `equivalent` (same object
+     code as the original: a change the compiler erased);
+  4. the test labels run in order (fast first), each with
+     --stop-on-failure; the first failing test `killed` it; a mutant that
+     outlives the time cap is `timed-out`; one that passes every label
+     `survived`;
+  5. the original is put back (always, even on Ctrl-C).
+
+Writes OUT/mutants.jsonl (one line per mutant: file, line, diff, outcome,
+killer, label, seconds) and OUT/summary.md (score per folder, survivors).
+The score is killed / (killed + survived + timed-out): not-compiling and
+equivalent mutants are not bugs a test could catch.
+
+Usage: ci/mutation [--sample N] [--seed S] [--labels a,b,...] [--cap SECONDS]
+                   [--out DIR] [--folder F ...]
+"""
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FOLDERS = ["kernels", "optimizers", "reference", "spec", "distributed", "harness/models"]
+LABELS = ["smoke", "unit", "distributed", "checkpoint"]
+TEST_FILE = re.compile(r"(_test\.cc|_test_util\.h|\.cuh|_cuda\.cc|_nccl\.cc|_nccl\.h)$")
+MUTATE = ROOT / ".venv-mutation" / "bin" / "mutate"
+
+
+@dataclasses.dataclass
+class Mutant:
+    source: str     # path of the mutated file, relative to the repository
+    path: str       # the mutant file
+    line: int       # the mutated line (1-based), 0 if unknown
+    diff: str       # "- old / + new", one line each
+
+
+def sources(folders: List[str]) -> List[pathlib.Path]:
+    out = []
+    for folder in folders:
+        for p in sorted((ROOT / folder).glob("*")):
+            if p.suffix in (".cc", ".h") and not TEST_FILE.search(p.name):
+                out.append(p)
+    return out
+
+
+def generate(source: pathlib.Path, into: pathlib.Path) -> List[Mutant]:
+    """universalmutator's mutants of one file (cached in `into`)."""
+    into.mkdir(parents=True, exist_ok=True)
+    if not any(into.iterdir()):
+        subprocess.run([str(MUTATE), str(source), "--noCheck", "--mutantDir", str(into)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=into)
+    original = source.read_text().split("\n")
+    out = []
+    for m in sorted(into.iterdir()):
+        mutated = m.read_text(errors="replace").split("\n")
+        line, diff = first_difference(original, mutated)
+        out.append(Mutant(str(source.relative_to(ROOT)), str(m), line, diff))
+    return out
+
+
+def first_difference(a: List[str], b: List[str]):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i + 1, f"- {x.strip()} / + {y.strip()}"
+    return (len(a) + 1, "+ " + b[len(a)].strip()) if len(b) > len(a) else (0, "")
+
+
+def object_hashes() -> Dict[str, str]:
+    out = {}
+    for o in (ROOT / "build").rglob("*.o"):
+        out[str(o)] = hashlib.sha1(o.read_bytes()).hexdigest()
+    return out
+
+
+def build(log: pathlib.Path) -> bool:
+    with open(log, "w") as f:
+        return subprocess.run(["cmake", "--build", "build", "-j", str(os.cpu_count() or 2)],
+                              cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode == 0
+
+
+def run_labels(labels: List[str], cap: float, log: pathlib.Path):
+    """(outcome, killer, label): the first failing test of the first label
+    that fails, or survived / timed-out."""
+    deadline = time.monotonic() + cap
+    for label in labels:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timed-out", None, label
+        cmd = ["ctest", "--preset", "default", "-L", f"^{label}$", "-j", str(os.cpu_count() or 2),
+               "--stop-on-failure", "--timeout", "300"]
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, timeout=left)
+        except subprocess.TimeoutExpired:
+            return "timed-out", None, label
+        with open(log, "a") as f:
+            f.write(proc.stdout)
+        if proc.returncode != 0:
+            failed = re.findall(r"\d+ - (\S+) \(", proc.stdout)
+            return "killed", (failed[0] if failed else "?"), label
+    return "survived", None, None
+
+
+def try_mutant(m: Mutant, labels: List[str], cap: float, out: pathlib.Path, before: Dict[str, str]):
+    source = ROOT / m.source
+    backup = out / "original"
+    shutil.copy2(source, backup)
+    start = time.monotonic()
+    try:
+        shutil.copy(m.path, source)
+        log = out / "last.log"
+        if not build(log):
+            return {"outcome": "not-compiling"}
+        if object_hashes() == before:
+            return {"outcome": "equivalent", "why": "same object code as the original"}
+        outcome, killer, label = run_labels(labels, cap, log)
+        return {"outcome": outcome, "killer": killer, "label": label}
+    finally:
+        shutil.copy2(backup, source)
+        os.utime(source)
+        m_seconds = time.monotonic() - start
+        print(f"  {m.source}:{m.line} {m.diff[:90]} ({m_seconds:.0f} s)", flush=True)
+
+
+def summarize(rows: List[dict], out: pathlib.Path, command: str, seconds: float):
+    by_folder: Dict[str, Dict[str, int]] = {}
+    for r in rows:
+        folder = str(pathlib.Path(r["source"]).parent)
+        counts = by_folder.setdefault(folder, {})
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    lines = ["# Mutation score", "", f"`{command}`: {len(rows)} mutants in {seconds / 60:.0f} min.", "",
+             "| folder | killed | survived | timed out | not compiling | equivalent | score |",
+             "|---|---|---|---|---|---|---|"]
+    total: Dict[str, int] = {}
+    for folder, c in sorted(by_folder.items()):
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+        lines.append(score_row(folder, c))
+    lines.append(score_row("**all**", total))
+    lines += ["", "## Survivors", ""]
+    for r in rows:
+        if r["outcome"] in ("survived", "timed-out"):
+            lines.append(f"- `{r['source']}:{r['line']}` {r['outcome']}: `{r['diff']}`")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:len(by_folder) + 7]))
+
+
+def score_row(name: str, c: Dict[str, int]) -> str:
+    judged = c.get("killed", 0) + c.get("survived", 0) + c.get("timed-out", 0)
+    score = f"{100 * c.get('killed', 0) / judged:.0f}%" if judged else "—"
+    return (f"| {name} | {c.get('killed', 0)} | {c.get('survived', 0)} | {c.get('timed-out', 0)} | "
+            f"{c.get('not-compiling', 0)} | {c.get('equivalent', 0)} | {score} |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sample", type=int, default=200, help="mutants to try (default 200)")
+    ap.add_argument("--seed", type=int, default=1, help="the sample's seed (default 1)")
+    ap.add_argument("--labels", default=",".join(LABELS), help="ctest labels in order (default %(default)s)")
+    ap.add_argument("--cap", type=float, default=900, help="test seconds per mutant (default 900)")
+    ap.add_argument("--out", default="out/mutation", help="output folder (default out/mutation)")
+    ap.add_argument("--folder", action="append", help="source folders (default: %s)" % " ".join(FOLDERS))
+    args = ap.parse_args()
+    if args.sample < 1:
+        ap.error("--sample must be >= 1")
+    if not MUTATE.exists():
+        print(f"ci/mutation: {MUTATE} is missing (run ci/mutation, which installs it)", file=sys.stderr)
+        return 2
+    out = (ROOT / args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    pool: List[Mutant] = []
+    for s in sources(args.folder or FOLDERS):
+        pool += generate(s, out / "mutants" / str(s.relative_to(ROOT)).replace("/", "__"))
+    sample = random.Random(args.seed).sample(pool, min(args.sample, len(pool)))
+    print(f"ci/mutation: {len(sample)} of {len(pool)} mutants, labels {args.labels}", flush=True)
+    if not build(out / "baseline.log"):
+        print("ci/mutation: the unmutated tree does not build (see baseline.log)", file=sys.stderr)
+        return 2
+    before = object_hashes()
+    rows, start = [], time.monotonic()
+    with open(out / "mutants.jsonl", "w") as jl:
+        for i, m in enumerate(sample, 1):
+            print(f"[{i}/{len(sample)}]", flush=True)
+            r = dict(source=m.source, line=m.line, diff=m.diff, mutant=m.path)
+            r.update(try_mutant(m, args.labels.split(","), args.cap, out, before))
+            rows.append(r)
+            jl.write(json.dumps(r) + "\n")
+            jl.flush()
+    build(out / "restore.log")
+    summarize(rows, out, "ci/mutation " + " ".join(sys.argv[1:]), time.monotonic() - start)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
