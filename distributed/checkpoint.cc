@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "distributed/file_util.h"
+#include "distributed/gather_strings.h"
 #include "distributed/hyperparam_diff.h"
 #include "distributed/safetensors.h"
 #include "spec/config_json.h"
@@ -114,24 +115,6 @@ void Agree(Communicator& comm, const std::string& what, const std::function<void
   kind = static_cast<ErrorKind>(failing_kind.item<int64_t>());
   if (!err.empty()) throw Error(err + " [rank " + std::to_string(comm.rank()) + "]", kind);
   throw Error(what + " failed on rank " + std::to_string(failing) + " (see its error)", kind);
-}
-
-// Gathers one string per rank to `root` (others get an empty vector).
-std::vector<std::string> GatherStrings(Communicator& comm, const std::string& s, int root) {
-  at::Tensor len = at::full({1}, static_cast<int64_t>(s.size()), at::kLong);
-  comm.AllReduce(len, ReduceOp::kMax);
-  const int64_t n = std::max<int64_t>(len.item<int64_t>(), 1) + 8;
-  at::Tensor buf = at::zeros({n}, at::kByte);
-  const int64_t size = static_cast<int64_t>(s.size());
-  std::memcpy(buf.data_ptr(), &size, 8);
-  std::memcpy(static_cast<char*>(buf.data_ptr()) + 8, s.data(), s.size());
-  std::vector<std::string> out;
-  for (const at::Tensor& t : comm.Gather(buf, root)) {
-    int64_t k = 0;
-    std::memcpy(&k, t.data_ptr(), 8);
-    out.emplace_back(static_cast<const char*>(t.data_ptr()) + 8, static_cast<size_t>(k));
-  }
-  return out;
 }
 
 // The data of kind index ki (0: main param, else state key ki-1) of an

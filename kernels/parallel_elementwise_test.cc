@@ -46,7 +46,9 @@ TEST(CpuIsa, TheWidestSupportedSetIsActiveByDefault) {
   const std::vector<CpuIsa> supported = SupportedCpuIsas();
   ASSERT_FALSE(supported.empty());
   EXPECT_EQ(supported.front(), CpuIsa::kBaseline);
-  if (std::getenv("SHARDCHECK_CPU_ISA") == nullptr) EXPECT_EQ(ActiveCpuIsa(), supported.back());
+  if (std::getenv("SHARDCHECK_CPU_ISA") == nullptr) {
+    EXPECT_EQ(ActiveCpuIsa(), supported.back());
+  }
   std::cout << "[ info     ] CPU ISA instances run here:";
   for (CpuIsa isa : supported) std::cout << " " << CpuIsaName(isa);
   std::cout << "\n";

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "distributed/gather_strings.h"
 #include "distributed/model_space.h"
 #include "harness/cell/compare.h"
 #include "harness/cell/run_files.h"
@@ -31,20 +32,6 @@ std::vector<std::string> ComparisonGroups(const std::vector<ChildOptimizer>& chi
 }
 
 namespace {
-
-// Fixed-size byte record of a tensor name, for gathering strings.
-constexpr int64_t kNameBytes = 512;
-
-at::Tensor EncodeName(const std::string& s) {
-  at::Tensor t = at::zeros({kNameBytes}, at::kByte);
-  std::memcpy(t.data_ptr(), s.data(), std::min<size_t>(s.size(), kNameBytes - 1));
-  return t;
-}
-
-std::string DecodeName(const at::Tensor& t) {
-  const char* p = static_cast<const char*>(t.data_ptr());
-  return std::string(p, strnlen(p, kNameBytes));
-}
 
 struct LocalCompare {
   std::vector<int64_t> mismatches, violations, sign_changes, max_ulp;
@@ -356,17 +343,17 @@ class DistributedRun {
   static bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
   void RecordFirstMismatch(int64_t step, const LocalCompare& lc) {
-    std::vector<at::Tensor> names = comm_.Gather(EncodeName(lc.first_tensor), 0);
-    std::vector<at::Tensor> details = comm_.Gather(EncodeName(lc.first_detail), 0);
+    const std::vector<std::string> names = GatherStrings(comm_, lc.first_tensor, 0);
+    const std::vector<std::string> details = GatherStrings(comm_, lc.first_detail, 0);
     FirstMismatch fm;
     fm.step = step;
     if (comm_.rank() == 0) {
       for (int r = 0; r < comm_.size(); ++r) {
-        const std::string name = DecodeName(names[static_cast<size_t>(r)]);
+        const std::string& name = names[static_cast<size_t>(r)];
         if (name.empty()) continue;
         fm.rank = r;
         fm.tensor = name;
-        fm.detail = DecodeName(details[static_cast<size_t>(r)]);
+        fm.detail = details[static_cast<size_t>(r)];
         break;
       }
     }
