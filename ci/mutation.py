@@ -8,14 +8,17 @@ over the non-test sources of FOLDERS. A seeded sample of N is tried one at a
 time in the default build (build/):
 
   1. the mutant replaces its source file;
-  2. the build of the affected targets (ccache keeps unchanged objects);
-     a failing build is `not-compiling`;
-  3. if no object file changed, the mutant is `equivalent` (same object
-     code as the original: a change the compiler erased);
+  2. a .cc file's own object files are compiled first: a failing compile
+     is `not-compiling`, and unchanged object code (ccache and the
+     compiler erased the change) is `equivalent`, both without a link;
+     a header goes straight to step 3;
+  3. the build of every affected target (ccache keeps unchanged objects);
+     a failing build is `not-compiling`; a header mutant that changed no
+     object file is `equivalent`;
   4. the test labels run in order (fast first), each with
      --stop-on-failure; the first failing test `killed` it; a mutant that
-     outlives the time cap is `timed-out`; one that passes every label
-     `survived`;
+     outlives the time cap is `timed-out` (its tests are stopped, child
+     processes included); one that passes every label `survived`;
   5. the original is put back (always, even on Ctrl-C).
 
 Writes OUT/mutants.jsonl (one line per mutant: file, line, diff, outcome,
@@ -24,7 +27,10 @@ The score is killed / (killed + survived + timed-out): not-compiling and
 equivalent mutants are not bugs a test could catch.
 
 Usage: ci/mutation [--sample N] [--seed S] [--labels a,b,...] [--cap SECONDS]
-                   [--out DIR] [--folder F ...]
+                   [--out DIR] [--folder F ...] [--resume]
+
+--resume keeps the mutants already in OUT/mutants.jsonl (same sample, same
+seed) and tries the rest: a long run survives an interruption.
 """
 import argparse
 import dataclasses
@@ -34,6 +40,7 @@ import os
 import pathlib
 import random
 import re
+import signal
 import shutil
 import subprocess
 import sys
@@ -86,11 +93,28 @@ def first_difference(a: List[str], b: List[str]):
     return (len(a) + 1, "+ " + b[len(a)].strip()) if len(b) > len(a) else (0, "")
 
 
-def object_hashes() -> Dict[str, str]:
+def object_hashes(objects: Optional[List[pathlib.Path]] = None) -> Dict[str, str]:
+    """sha1 of each object file (default: every one of build/)."""
     out = {}
-    for o in (ROOT / "build").rglob("*.o"):
-        out[str(o)] = hashlib.sha1(o.read_bytes()).hexdigest()
+    for o in objects if objects is not None else (ROOT / "build").rglob("*.o"):
+        if o.exists():
+            out[str(o)] = hashlib.sha1(o.read_bytes()).hexdigest()
     return out
+
+
+def objects_of(source: str) -> List[pathlib.Path]:
+    """The object files built from one .cc file (one per target that
+    compiles it); none for a header."""
+    if not source.endswith(".cc"):
+        return []
+    return sorted((ROOT / "build" / "CMakeFiles").glob(f"*.dir/{source}.o"))
+
+
+def compile_objects(objects: List[pathlib.Path], log: pathlib.Path) -> bool:
+    targets = [str(o.relative_to(ROOT / "build")) for o in objects]
+    with open(log, "w") as f:
+        return subprocess.run(["ninja", "-C", "build"] + targets, cwd=ROOT,
+                              stdout=f, stderr=subprocess.STDOUT).returncode == 0
 
 
 def build(log: pathlib.Path) -> bool:
@@ -109,17 +133,30 @@ def run_labels(labels: List[str], cap: float, log: pathlib.Path):
             return "timed-out", None, label
         cmd = ["ctest", "--preset", "default", "-L", f"^{label}$", "-j", str(os.cpu_count() or 2),
                "--stop-on-failure", "--timeout", "300"]
-        try:
-            proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, timeout=left)
-        except subprocess.TimeoutExpired:
-            return "timed-out", None, label
+        returncode, stdout = run_group(cmd, left)
         with open(log, "a") as f:
-            f.write(proc.stdout)
-        if proc.returncode != 0:
-            failed = re.findall(r"\d+ - (\S+) \(", proc.stdout)
+            f.write(stdout)
+        if returncode is None:
+            return "timed-out", None, label
+        if returncode != 0:
+            failed = re.findall(r"\d+ - (\S+) \(", stdout)
             return "killed", (failed[0] if failed else "?"), label
     return "survived", None, None
+
+
+def run_group(cmd: List[str], timeout: float):
+    """(returncode, output) of cmd in a process group of its own; returncode
+    None when it outlived `timeout` (then the whole group is killed: a
+    mutant's hung test binary must not keep eating the cores)."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, stdout
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, _ = proc.communicate()
+        return None, stdout
 
 
 def try_mutant(m: Mutant, labels: List[str], cap: float, out: pathlib.Path, before: Dict[str, str]):
@@ -130,17 +167,47 @@ def try_mutant(m: Mutant, labels: List[str], cap: float, out: pathlib.Path, befo
     try:
         shutil.copy(m.path, source)
         log = out / "last.log"
-        if not build(log):
-            return {"outcome": "not-compiling"}
-        if object_hashes() == before:
-            return {"outcome": "equivalent", "why": "same object code as the original"}
-        outcome, killer, label = run_labels(labels, cap, log)
-        return {"outcome": outcome, "killer": killer, "label": label}
+        result = build_mutant(m, log, before)
+        if result is None:
+            outcome, killer, label = run_labels(labels, cap, log)
+            result = {"outcome": outcome, "killer": killer, "label": label}
+        return result
     finally:
         shutil.copy2(backup, source)
         os.utime(source)
-        m_seconds = time.monotonic() - start
-        print(f"  {m.source}:{m.line} {m.diff[:90]} ({m_seconds:.0f} s)", flush=True)
+        print(f"  {m.source}:{m.line} {m.diff[:90]} ({time.monotonic() - start:.0f} s)", flush=True)
+
+
+def build_mutant(m: Mutant, log: pathlib.Path, before: Dict[str, str]) -> Optional[dict]:
+    """not-compiling / equivalent as a result, or None when the mutant
+    built into different code (then its tests decide)."""
+    objects = objects_of(m.source)
+    if objects:
+        if not compile_objects(objects, log):
+            return {"outcome": "not-compiling"}
+        if object_hashes(objects) == {k: before[k] for k in map(str, objects) if k in before}:
+            return {"outcome": "equivalent", "why": "same object code as the original"}
+    if not build(log):
+        return {"outcome": "not-compiling"}
+    if not objects and object_hashes() == before:
+        return {"outcome": "equivalent", "why": "same object code as the original"}
+    return None
+
+
+def earlier_rows(path: pathlib.Path, sample: List[Mutant]) -> List[dict]:
+    """The rows of an interrupted run of the same sample (--resume)."""
+    if not path.exists():
+        return []
+    wanted = {m.path for m in sample}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if r.get("mutant") in wanted]
+
+
+def tally(rows: List[dict]) -> str:
+    counts: Dict[str, int] = {}
+    for r in rows:
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
 def summarize(rows: List[dict], out: pathlib.Path, command: str, seconds: float):
@@ -181,6 +248,7 @@ def main() -> int:
     ap.add_argument("--cap", type=float, default=900, help="test seconds per mutant (default 900)")
     ap.add_argument("--out", default="out/mutation", help="output folder (default out/mutation)")
     ap.add_argument("--folder", action="append", help="source folders (default: %s)" % " ".join(FOLDERS))
+    ap.add_argument("--resume", action="store_true", help="keep the mutants already in OUT/mutants.jsonl")
     args = ap.parse_args()
     if args.sample < 1:
         ap.error("--sample must be >= 1")
@@ -198,12 +266,18 @@ def main() -> int:
         print("ci/mutation: the unmutated tree does not build (see baseline.log)", file=sys.stderr)
         return 2
     before = object_hashes()
-    rows, start = [], time.monotonic()
-    with open(out / "mutants.jsonl", "w") as jl:
+    rows = earlier_rows(out / "mutants.jsonl", sample) if args.resume else []
+    done = {r["mutant"] for r in rows}
+    start = time.monotonic() - sum(r.get("seconds", 0) for r in rows)
+    with open(out / "mutants.jsonl", "a" if args.resume else "w") as jl:
         for i, m in enumerate(sample, 1):
-            print(f"[{i}/{len(sample)}]", flush=True)
+            if m.path in done:
+                continue
+            print(f"[{i}/{len(sample)}] {tally(rows)}", flush=True)
             r = dict(source=m.source, line=m.line, diff=m.diff, mutant=m.path)
+            t0 = time.monotonic()
             r.update(try_mutant(m, args.labels.split(","), args.cap, out, before))
+            r["seconds"] = round(time.monotonic() - t0, 1)
             rows.append(r)
             jl.write(json.dumps(r) + "\n")
             jl.flush()
