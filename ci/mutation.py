@@ -52,6 +52,14 @@ FOLDERS = ["kernels", "optimizers", "reference", "spec", "distributed", "harness
 LABELS = ["smoke", "unit", "distributed", "checkpoint"]
 TEST_FILE = re.compile(r"(_test\.cc|_test_util\.h|\.cuh|_cuda\.cc|_nccl\.cc|_nccl\.h)$")
 MUTATE = ROOT / ".venv-mutation" / "bin" / "mutate"
+# ctest's reasons for a test that did not run at all: a missing executable
+# or venv says nothing about the mutant.
+NOT_RUN = ("Not Run", "Could not find executable")
+
+
+class EnvironmentProblem(Exception):
+    """A failure that is not the mutant's: the run stops (the original is
+    put back) instead of counting it as a kill."""
 
 
 @dataclasses.dataclass
@@ -139,8 +147,12 @@ def run_labels(labels: List[str], cap: float, log: pathlib.Path):
         if returncode is None:
             return "timed-out", None, label
         if returncode != 0:
-            failed = re.findall(r"\d+ - (\S+) \(", stdout)
-            return "killed", (failed[0] if failed else "?"), label
+            failed = re.findall(r"\d+ - (\S+) \(([^)]*)\)", stdout)
+            unrunnable = [name for name, why in failed if why in NOT_RUN]
+            if unrunnable:
+                raise EnvironmentProblem(f"test {unrunnable[0]} could not run ({log}): the tree's "
+                                         "setup is incomplete, not a kill")
+            return "killed", (failed[0][0] if failed else "?"), label
     return "survived", None, None
 
 
@@ -276,7 +288,11 @@ def main() -> int:
             print(f"[{i}/{len(sample)}] {tally(rows)}", flush=True)
             r = dict(source=m.source, line=m.line, diff=m.diff, mutant=m.path)
             t0 = time.monotonic()
-            r.update(try_mutant(m, args.labels.split(","), args.cap, out, before))
+            try:
+                r.update(try_mutant(m, args.labels.split(","), args.cap, out, before))
+            except EnvironmentProblem as e:
+                print(f"ci/mutation: {e}; --resume goes on from here", file=sys.stderr)
+                return 2
             r["seconds"] = round(time.monotonic() - t0, 1)
             rows.append(r)
             jl.write(json.dumps(r) + "\n")
