@@ -1,9 +1,11 @@
-# The registration lists of the optimizer registry (optimizers/*.h) and of
-# the reference updates (reference/*.cc), generated from what the folders
-# hold: one call per SHARDCHECK_REGISTER_OPTIMIZERS(name) or
-# SHARDCHECK_REGISTER_REFERENCES(name) line. Adding an optimizer therefore
-# touches no list; the next build re-globs the folders and re-reads the
-# files (they are configure dependencies).
+# The registration lists of the optimizer registry (optimizers/*.h), of
+# the reference updates (reference/*.cc) and of the checkpoint sharding
+# types (distributed/sharding/*.cc), generated from what the folders hold:
+# one call per SHARDCHECK_REGISTER_OPTIMIZERS(name),
+# SHARDCHECK_REGISTER_REFERENCES(name) or SHARDCHECK_REGISTER_SHARDING(name)
+# line. Adding an optimizer or a sharding type therefore touches no list;
+# the next build re-globs the folders and re-reads the files (they are
+# configure dependencies).
 
 # Writes ${out} with a function `void ${function}()` that calls
 # `${prefix}<name>()` for every `^${macro}(<name>)` line of `files`.
@@ -49,3 +51,9 @@ list(FILTER shardcheck_reference_sources EXCLUDE REGEX "_test\\.cc$")
 shardcheck_registration_list(${CMAKE_BINARY_DIR}/generated/builtin_reference_updates.cc
   RegisterBuiltinReferenceUpdates SHARDCHECK_REGISTER_REFERENCES RegisterReferencesOf_ OFF
   ${shardcheck_reference_sources})
+
+file(GLOB shardcheck_sharding_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/distributed/sharding/*.cc)
+list(FILTER shardcheck_sharding_sources EXCLUDE REGEX "_test\\.cc$")
+shardcheck_registration_list(${CMAKE_BINARY_DIR}/generated/builtin_sharding_formats.cc
+  RegisterBuiltinShardingFormats SHARDCHECK_REGISTER_SHARDING RegisterShardingOf_ OFF
+  ${shardcheck_sharding_sources})

@@ -19,35 +19,6 @@ namespace shardcheck {
 
 namespace fs = std::filesystem;
 
-std::string ShardingTypeName(ShardingType t) {
-  switch (t) {
-    case ShardingType::kDpReshardable:
-      return "dp_reshardable";
-    case ShardingType::kFullyReshardable:
-      return "fully_reshardable";
-    case ShardingType::kDpZeroGatherScatter:
-      return "dp_zero_gather_scatter";
-    case ShardingType::kFullyShardedModelSpace:
-      return "fully_sharded_model_space";
-  }
-  return "?";
-}
-
-const std::vector<ShardingType>& AllShardingTypes() {
-  static const std::vector<ShardingType> all = {
-      ShardingType::kDpReshardable, ShardingType::kFullyReshardable,
-      ShardingType::kDpZeroGatherScatter, ShardingType::kFullyShardedModelSpace};
-  return all;
-}
-
-ShardingType ParseShardingType(const std::string& name) {
-  for (ShardingType t : AllShardingTypes())
-    if (ShardingTypeName(t) == name) return t;
-  throw Error("unknown sharding type '" + name +
-              "' (expected dp_reshardable, fully_reshardable, dp_zero_gather_scatter or "
-              "fully_sharded_model_space)");
-}
-
 std::string RankFileName(int rank) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "rank_%05d.safetensors", rank);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/sharding_type.h"
 #include "spec/lr_schedule.h"
 #include "spec/params.h"
 #include "spec/state_dict.h"
@@ -30,17 +31,6 @@ inline constexpr int kOldestReadableFormatVersion = 1;
 inline constexpr const char* kCheckpointFormatName = "shardcheck-checkpoint";
 inline constexpr const char* kMetadataFile = "metadata.json";
 
-enum class ShardingType {
-  kDpReshardable,
-  kFullyReshardable,
-  kDpZeroGatherScatter,
-  kFullyShardedModelSpace
-};
-
-std::string ShardingTypeName(ShardingType t);
-// Throws Error listing the four names.
-ShardingType ParseShardingType(const std::string& name);
-const std::vector<ShardingType>& AllShardingTypes();
 
 // "rank_00003.safetensors".
 std::string RankFileName(int rank);

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "distributed/file_util.h"
+#include "distributed/sharding_format.h"
 #include "spec/setup_request.h"
 #include "testing/model_spec.h"
 
@@ -792,6 +793,17 @@ std::string CellId(const Cell& c, const Dimensions& d) {
   return id;
 }
 
+// The sharding types that may change the bucket size on a load: "a or b".
+std::string ModelSpaceTypeNames() {
+  std::vector<std::string> names;
+  for (const ShardingType t : AllShardingTypes())
+    if (!FormatOf(t).StoresBufferSpace()) names.push_back(ShardingTypeName(t));
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
 // Fails when a choice cannot run: a whole-param kind that needs a 2-D hidden
 // weight on a model without one, or a bucket-size change the type forbids.
 void CheckChoice(const Parser& p, const CellChoice& ch) {
@@ -805,11 +817,10 @@ void CheckChoice(const Parser& p, const CellChoice& ch) {
                                     "), and model " + ch.model + " has none");
   }
   if (ch.plan && ch.plan->bucket_size && *ch.plan->bucket_size != ch.bucket && !ch.type.dcp &&
-      (ch.type.type == ShardingType::kDpReshardable ||
-       ch.type.type == ShardingType::kDpZeroGatherScatter))
+      FormatOf(ch.type.type).StoresBufferSpace())
     p.Fail(ch.plan_node, "sharding type " + ShardingTypeName(ch.type.type) +
-                             " cannot change the bucket size on resume (only the DP size); use "
-                             "fully_reshardable or fully_sharded_model_space");
+                             " cannot change the bucket size on resume (only the DP size); use " +
+                             ModelSpaceTypeNames());
 }
 
 Cell MakeCell(const Parser& p, const std::string& name, const Dimensions& d, const CellChoice& ch) {

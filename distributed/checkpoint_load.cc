@@ -1,0 +1,179 @@
+// Loading a checkpoint into a DistributedOptimizer, and reading its whole
+// model-space state offline (distributed/checkpoint.h). Where the bytes of
+// the buffer's params lie is the sharding type's (distributed/sharding/);
+// layer-wise params are whole, in model space, under "fp32_param" for the
+// main param.
+#include <map>
+
+#include "distributed/checkpoint_parts.h"
+#include "distributed/hyperparam_diff.h"
+#include "distributed/sharding_format.h"
+#include "spec/config_json.h"
+#include "spec/error.h"
+#include "spec/failpoint.h"
+
+namespace shardcheck {
+
+namespace {
+
+// (destination view, staged data): what a load copies once every rank has
+// read and checked everything.
+using LoadPlan = std::vector<std::pair<at::Tensor, at::Tensor>>;
+
+// The hyperparameters that differ from the checkpoint's, as warnings; an
+// Error instead under --strict-hparams.
+std::vector<std::string> HyperparamWarnings(const DistributedOptimizer& opt,
+                                            const CheckpointMetadata& m, const std::string& dir,
+                                            const LoadOptions& options) {
+  std::vector<std::string> warnings =
+      HyperparamDifferences(m.optimizer_config, SetupJson(opt.setup()));
+  if (options.strict_hparams && !warnings.empty()) {
+    std::string all;
+    for (const auto& w : warnings) all += (all.empty() ? "" : "; ") + w;
+    throw Error("checkpoint " + dir +
+                " was saved with other hyperparameters (--strict-hparams): " + all);
+  }
+  return warnings;
+}
+
+// Sum of numel_unpadded of the buckets before each bucket.
+std::vector<int64_t> BucketPrefix(const BufferLayout& layout) {
+  std::vector<int64_t> prefix;
+  int64_t acc = 0;
+  for (const Bucket& b : layout.buckets()) {
+    prefix.push_back(acc);
+    acc += b.numel_unpadded;
+  }
+  return prefix;
+}
+
+// Where `kind` ("param": the main param) of this rank's piece p lies.
+TensorRange Locate(const LoadView& v, const ShardingFormat& format, const OwnedPiece& p,
+                   const std::string& kind) {
+  if (p.bucket >= 0) return format.Locate(v, p, kind);
+  const std::string& name = v.opt.params()[static_cast<size_t>(p.param)].name;
+  return {ModelSpaceKey(kind == "param" ? "fp32_param" : kind, name), p.param_range.begin};
+}
+
+// Reads every piece this rank owns, main param and states: staged, not
+// yet copied. A state key the checkpoint lacks (allowed by the checks
+// before) stages zeros.
+LoadPlan ReadOwnedPieces(DistributedOptimizer& opt, CheckpointReader& reader,
+                         const std::string& dir) {
+  const ShardingFormat& format = FormatOf(reader.metadata().sharding_type);
+  const std::vector<int64_t> prefix = BucketPrefix(opt.layout());
+  const LoadView view{opt, reader, prefix};
+  LoadPlan plan;
+  for (OwnedPiece& p : opt.Owned()) {
+    const std::vector<std::string> names = StateNames(opt, p.child);
+    for (size_t ki = 0; ki <= names.size(); ++ki) {
+      const std::string kind = ki == 0 ? "param" : names[ki - 1];
+      at::Tensor dst = ki == 0 ? p.main : p.state[ki - 1];
+      const TensorRange where = Locate(view, format, p, kind);
+      if (!reader.Has(where.key)) {
+        plan.push_back({dst, at::zeros_like(dst)});
+        continue;
+      }
+      const TensorRecord& rec = reader.Record(where.key);
+      if (rec.dtype != dst.scalar_type())
+        throw Error("checkpoint " + dir + ": tensor " + where.key + " has dtype " +
+                    DtypeName(rec.dtype) + ", expected " + DtypeName(dst.scalar_type()));
+      plan.push_back({dst, reader.ReadRange(where.key, where.begin, p.param_range.size())});
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::vector<std::string> LoadCheckpoint(DistributedOptimizer& opt, const std::string& dir,
+                                        const LoadOptions& options) {
+  Communicator& comm = opt.comm();
+  std::vector<std::string> warnings;
+  LoadPlan plan;
+  int64_t step = 0;
+  LrSchedule schedule;
+  Agree(comm, "loading checkpoint " + dir, [&] {
+    CheckpointReader reader(dir);
+    ValidateCompatibility(opt, reader.metadata(), dir, options);
+    warnings = HyperparamWarnings(opt, reader.metadata(), dir, options);
+    Failpoint("load.before_read", comm.rank());
+    plan = ReadOwnedPieces(opt, reader, dir);
+    step = reader.metadata().step;
+    schedule = reader.metadata().lr_schedule;
+    schedule.peak_lr = reader.metadata().max_lr;
+  });
+  for (auto& [dst, data] : plan) dst.copy_(data);
+  opt.SetStep(FailpointOn("step_off_by_one_on_load") ? step - 1 : step);
+  if (options.lr_schedule == LoadOptions::LrScheduleChoice::kCheckpoint) opt.SetLrSchedule(schedule);
+  if (FailpointOn("lr_schedule_restarts_on_load")) opt.RestartLrScheduleAt(opt.step());
+  if (!FailpointOn("skip_post_load_param_sync")) opt.RebuildModelParams();
+  return warnings;
+}
+
+namespace {
+
+// Where each buffer param of the checkpoint lies: bucket, offset in the
+// bucket, and the unpadded sizes of the buckets before.
+struct BufferPlace {
+  int bucket = 0;
+  int64_t offset = 0;
+  int64_t bucket_prefix = 0;
+};
+
+std::map<std::string, BufferPlace> BufferPlacements(const CheckpointMetadata& m) {
+  std::map<std::string, BufferPlace> placed;
+  if (m.buffers.empty()) return placed;
+  int64_t acc = 0;
+  const std::vector<BucketRecord>& buckets = m.buffers[0].buckets;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    for (const auto& member : buckets[b].params)
+      placed[member.name] = {static_cast<int>(b), member.offset, acc};
+    acc += buckets[b].numel_unpadded;
+  }
+  return placed;
+}
+
+// `kind` ("param": the main param) of param p, whole, in its shape.
+at::Tensor ReadParamKind(CheckpointReader& reader, const std::map<std::string, BufferPlace>& placed,
+                         const ParamInfo& p, const std::string& kind) {
+  const CheckpointMetadata& m = reader.metadata();
+  auto where = placed.find(p.name);
+  TensorRange range;
+  if (m.layer_wise_owner.count(p.name) || where == placed.end()) {
+    range = {ModelSpaceKey(kind == "param" ? "fp32_param" : kind, p.name), 0, true};
+    if (kind == "param" && !reader.Has(range.key)) range.key = ModelSpaceKey("param", p.name);
+  } else {
+    const BufferPlace& place = where->second;
+    range = FormatOf(m.sharding_type)
+                .LocateParam({reader, p.name, place.bucket, place.offset, place.bucket_prefix}, kind);
+  }
+  if (range.whole) return reader.ReadFull(range.key);
+  return reader.ReadRange(range.key, range.begin, p.Numel()).view(p.shape);
+}
+
+}  // namespace
+
+StateDict ReadModelSpace(CheckpointReader& reader) {
+  const CheckpointMetadata& m = reader.metadata();
+  StateDict sd;
+  sd.optimizer = m.optimizer;
+  sd.step = m.step;
+  sd.groups = m.groups;
+  const std::map<std::string, BufferPlace> placed = BufferPlacements(m);
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const ParamInfo& p = m.params[i];
+    auto schema = m.schemas.find(m.param_child[i]);
+    if (schema == m.schemas.end())
+      throw Error(reader.dir() + ": param " + p.name + " names optimizer " + m.param_child[i] +
+                  " without a schema");
+    const at::Tensor main = ReadParamKind(reader, placed, p, "param");
+    sd.tensors[ParamKey(p.name)] = main.to(m.model_dtype);
+    if (m.model_dtype != at::kFloat) sd.tensors[MainParamKey(p.name)] = main;
+    for (const auto& key : schema->second)
+      sd.tensors[StateTensorKey(key, p.name)] = ReadParamKind(reader, placed, p, key);
+  }
+  return sd;
+}
+
+}  // namespace shardcheck

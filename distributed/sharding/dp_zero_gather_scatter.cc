@@ -1,0 +1,64 @@
+// dp_zero_gather_scatter (Megatron's legacy format; docs/checkpoint-format.md):
+// every bucket's shards are gathered to rank 0, which writes one tensor per
+// kind: the buckets' unpadded spaces, concatenated. A load reads each
+// piece's range at its bucket's prefix. The buckets must match.
+#include "distributed/checkpoint_format.h"
+#include "distributed/sharding_format.h"
+#include "spec/failpoint.h"
+
+namespace shardcheck {
+namespace {
+
+std::string Key(c10::ScalarType model_dtype, const std::string& kind) {
+  return DpZeroKey(0, model_dtype, at::kFloat, kind);
+}
+
+class DpZeroGatherScatter : public ShardingFormat {
+ public:
+  ShardingType type() const override { return ShardingType::kDpZeroGatherScatter; }
+  bool StoresBufferSpace() const override { return true; }
+
+  void AddChunks(const SaveView& v, std::vector<PendingChunk>& out) const override {
+    const bool root = v.opt.comm().rank() == 0;
+    // The silent bug bucket_offsets_use_padded_sizes keeps each bucket's end padding.
+    const bool padded = FailpointOn("bucket_offsets_use_padded_sizes");
+    for (size_t ki = 0; ki < v.kinds.size(); ++ki) {
+      std::vector<at::Tensor> parts;
+      for (const Bucket& b : v.opt.layout().buckets()) {
+        std::vector<at::Tensor> shards = v.opt.comm().Gather(v.Shard(b, ki), 0);
+        if (!root) continue;
+        const at::Tensor bucket = at::cat(shards);
+        parts.push_back(padded ? bucket : bucket.narrow(0, 0, b.numel_unpadded));
+      }
+      if (!root || parts.empty()) continue;
+      at::Tensor all = at::cat(parts);
+      out.push_back({Key(v.opt.model_dtype(), v.kinds[ki]), {all.numel()}, 0, {all}});
+    }
+  }
+
+  void AddKeys(const DistributedOptimizer& opt, const std::vector<std::string>& kinds,
+               std::set<std::string>& keys) const override {
+    if (opt.layout().buckets().empty()) return;
+    for (const std::string& kind : kinds) keys.insert(Key(opt.model_dtype(), kind));
+  }
+
+  TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {
+    const int dp = v.opt.comm().size(), rank = v.opt.comm().rank();
+    int read_rank = rank;
+    if (FailpointOn("wrong_dp_rank_in_dp_zero_scatter")) read_rank = (rank + 1) % dp;
+    return {Key(v.opt.model_dtype(), kind),
+            v.bucket_prefix[static_cast<size_t>(p.bucket)] + InBucketBegin(v.opt, p, read_rank)};
+  }
+
+  TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
+    return {Key(place.reader.metadata().model_dtype, kind), place.bucket_prefix + place.offset};
+  }
+};
+
+}  // namespace
+
+SHARDCHECK_REGISTER_SHARDING(dp_zero_gather_scatter) {
+  RegisterShardingFormat(std::make_unique<DpZeroGatherScatter>());
+}
+
+}  // namespace shardcheck

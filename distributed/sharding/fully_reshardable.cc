@@ -1,0 +1,69 @@
+// fully_reshardable (docs/checkpoint-format.md): every bucket's shards are
+// gathered to rank 0, which writes every param whole in model space, the
+// main param as "param". A load at any DP size and bucket size reads its
+// pieces' ranges of the whole params.
+#include "distributed/checkpoint_format.h"
+#include "distributed/sharding_format.h"
+
+namespace shardcheck {
+namespace {
+
+class FullyReshardable : public ShardingFormat {
+ public:
+  ShardingType type() const override { return ShardingType::kFullyReshardable; }
+  bool StoresBufferSpace() const override { return false; }
+
+  void AddChunks(const SaveView& v, std::vector<PendingChunk>& out) const override {
+    const BufferLayout& layout = v.opt.layout();
+    // One gather per (kind, bucket) of every rank's shard.
+    for (size_t ki = 0; ki < v.kinds.size(); ++ki) {
+      for (const Bucket& b : layout.buckets()) {
+        std::vector<at::Tensor> shards = v.opt.comm().Gather(v.Shard(b, ki), 0);
+        if (v.opt.comm().rank() != 0) continue;
+        const at::Tensor bucket = at::cat(shards);
+        for (int pi : b.params) {
+          const PlacedParam& p = layout.params()[static_cast<size_t>(pi)];
+          const ParamInfo& info = v.opt.params()[static_cast<size_t>(p.param)];
+          out.push_back({ModelSpaceKey(v.kinds[ki], info.name),
+                         info.shape,
+                         0,
+                         {bucket.narrow(0, p.world.begin - b.world.begin, p.numel)}});
+        }
+      }
+    }
+  }
+
+  void AddKeys(const DistributedOptimizer& opt, const std::vector<std::string>& kinds,
+               std::set<std::string>& keys) const override {
+    for (const PlacedParam& p : opt.layout().params())
+      for (const std::string& kind : kinds)
+        keys.insert(ModelSpaceKey(kind, opt.params()[static_cast<size_t>(p.param)].name));
+  }
+
+  TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {
+    const std::string& name = v.opt.params()[static_cast<size_t>(p.param)].name;
+    return {MainOrState(v.reader, kind, name), p.param_range.begin};
+  }
+
+  TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
+    return {MainOrState(place.reader, kind, place.name), 0, true};
+  }
+
+ private:
+  // The main param is "param", or "fp32_param" as fully_sharded_model_space
+  // names it (a checkpoint may carry either).
+  static std::string MainOrState(const CheckpointReader& r, const std::string& kind,
+                                 const std::string& name) {
+    const std::string key = ModelSpaceKey(kind, name);
+    if (kind == "param" && !r.Has(key)) return ModelSpaceKey("fp32_param", name);
+    return key;
+  }
+};
+
+}  // namespace
+
+SHARDCHECK_REGISTER_SHARDING(fully_reshardable) {
+  RegisterShardingFormat(std::make_unique<FullyReshardable>());
+}
+
+}  // namespace shardcheck

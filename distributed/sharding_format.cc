@@ -1,0 +1,128 @@
+#include "distributed/sharding_format.h"
+
+#include <algorithm>
+
+#include "distributed/checkpoint_parts.h"
+#include "spec/error.h"
+#include "spec/failpoint.h"
+
+namespace shardcheck {
+
+// Generated from distributed/sharding/*.cc (cmake/registry.cmake).
+void RegisterBuiltinShardingFormats();
+
+namespace {
+
+struct Registry {
+  std::vector<std::unique_ptr<ShardingFormat>> formats;
+  std::vector<ShardingType> types;
+};
+
+Registry& Raw() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+// The registry, with the built-in formats registered on first use.
+Registry& Formats() {
+  static const bool builtins = [] {
+    RegisterBuiltinShardingFormats();
+    return true;
+  }();
+  (void)builtins;
+  return Raw();
+}
+
+// Kind ki of piece p where it lives (device memory on a GPU run).
+at::Tensor RawPieceData(const OwnedPiece& p, size_t ki) {
+  return ki == 0 ? p.main : SavedState(p.state[ki - 1]);
+}
+
+}  // namespace
+
+void RegisterShardingFormat(std::unique_ptr<ShardingFormat> format) {
+  Registry& r = Raw();
+  for (const ShardingType t : r.types)
+    if (t == format->type())
+      throw Error(std::string("sharding type ") + t.name() + " is registered twice");
+  r.types.push_back(format->type());
+  r.formats.push_back(std::move(format));
+}
+
+const ShardingFormat& FormatOf(ShardingType type) {
+  for (const auto& f : Formats().formats)
+    if (f->type() == type) return *f;
+  return FormatOf(ParseShardingType(type.name()));  // throws: not registered
+}
+
+std::string ShardingTypeName(ShardingType t) { return t.name(); }
+
+const std::vector<ShardingType>& AllShardingTypes() { return Formats().types; }
+
+ShardingType ParseShardingType(const std::string& name) {
+  std::string names;
+  for (const ShardingType t : AllShardingTypes()) {
+    if (name == t.name()) return t;
+    names += std::string(names.empty() ? "" : ", ") + t.name();
+  }
+  throw Error("unknown sharding type '" + name + "' (expected one of " + names + ")");
+}
+
+int64_t PendingChunk::Numel() const {
+  int64_t n = 0;
+  for (const at::Tensor& p : parts) n += p.numel();
+  return n;
+}
+
+at::Tensor SaveView::PieceData(const OwnedPiece& p, size_t ki) const {
+  return OnHost(RawPieceData(p, ki));
+}
+
+std::vector<at::Tensor> SaveView::ShardParts(const Bucket& b, size_t ki, int64_t n) const {
+  std::vector<const OwnedPiece*> in_bucket;
+  for (const OwnedPiece& p : owned)
+    if (p.bucket == b.index) in_bucket.push_back(&p);
+  std::sort(in_bucket.begin(), in_bucket.end(), [](const OwnedPiece* x, const OwnedPiece* y) {
+    return x->local.begin < y->local.begin;
+  });
+  std::vector<at::Tensor> parts;
+  int64_t at = 0;
+  for (const OwnedPiece* p : in_bucket) {
+    if (p->local.begin > at) parts.push_back(at::zeros({p->local.begin - at}, at::kFloat));
+    parts.push_back(PieceData(*p, ki));
+    at = p->local.end;
+  }
+  if (at < n) parts.push_back(at::zeros({n - at}, at::kFloat));
+  return parts;
+}
+
+at::Tensor SaveView::Shard(const Bucket& b, size_t ki) const {
+  at::Tensor buf = at::zeros({b.ShardSize(opt.comm().size())}, at::kFloat);
+  for (const OwnedPiece& p : owned)
+    if (p.bucket == b.index)
+      buf.narrow(0, p.local.begin, p.local.size()).copy_(RawPieceData(p, ki));
+  return buf;
+}
+
+int64_t InBucketBegin(const DistributedOptimizer& opt, const OwnedPiece& p, int read_rank) {
+  const BufferLayout& l = opt.layout();
+  const Bucket& b = l.buckets()[static_cast<size_t>(p.bucket)];
+  const int dp = opt.comm().size(), rank = opt.comm().rank();
+  int64_t begin = p.in_bucket.begin;
+  if (FailpointOn("ignore_param_start_padding")) {
+    // Offsets of the bucket's params as if each started right after the previous one.
+    int64_t packed = 0;
+    for (int pi : b.params) {
+      const PlacedParam& q = l.params()[static_cast<size_t>(pi)];
+      if (q.param == p.param) break;
+      packed += q.numel;
+    }
+    const int64_t param_start = begin - p.param_range.begin;  // p's start in the bucket
+    begin = packed + (begin - param_start);
+  }
+  const int64_t moved = begin + (read_rank - rank) * b.ShardSize(dp);
+  if (moved >= 0 && moved + p.param_range.size() <= b.numel_unpadded) begin = moved;
+  return begin;
+}
+
+}  // namespace shardcheck

@@ -1,0 +1,137 @@
+// One sharding type's part of a checkpoint (docs/checkpoint-format.md,
+// "Sharding types" and "Adding a sharding type"). The checkpoint engine
+// (distributed/checkpoint*.cc) does everything the types share: the
+// layer-wise params (whole, in model space, by their owner), the commit
+// protocol, metadata.json, compatibility checks and the reader. A format
+// decides three things for the params of the buffer (the sharded child):
+//
+//   what a rank writes      AddChunks (collective for the gathered types)
+//   what the metadata holds Keys, StoresBufferSpace
+//   where a load finds its  Locate (this run's DP size, any saved one),
+//   bytes                   LocateParam (from the metadata alone)
+//
+// Each format lives in one file of distributed/sharding/ and registers
+// itself with one SHARDCHECK_REGISTER_SHARDING(<name>) line: the build
+// generates the list (cmake/registry.cmake), so adding a type touches that
+// file and its tests only.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "distributed/distrib_optimizer.h"
+#include "distributed/sharding_type.h"
+
+namespace shardcheck {
+
+class CheckpointReader;
+
+// A contiguous run of one checkpoint tensor that this rank writes.
+struct PendingChunk {
+  std::string key;
+  std::vector<int64_t> shape;  // global shape
+  int64_t offset = 0;          // first element in the flattened global tensor
+  // The chunk's data: the concatenation of these (CPU, contiguous, one
+  // dtype), written from their own memory: views of the optimizer's
+  // storage, with zero tensors for the padding gaps of a shard.
+  std::vector<at::Tensor> parts;
+
+  int64_t Numel() const;
+};
+
+// The buffer's data as a save sees it on this rank.
+struct SaveView {
+  DistributedOptimizer& opt;
+  // "param" (the fp32 main param) and the state keys a save writes: index
+  // ki of PieceData, ShardParts and Shard.
+  const std::vector<std::string>& kinds;
+  // This rank's pieces; those of the buffer have bucket >= 0.
+  const std::vector<OwnedPiece>& owned;
+
+  // Kind ki of piece p, readable on the host.
+  at::Tensor PieceData(const OwnedPiece& p, size_t ki) const;
+  // The first n elements of this rank's shard of b for kind ki, as parts
+  // without a copy (the owned pieces in shard order, zero gaps between).
+  std::vector<at::Tensor> ShardParts(const Bucket& b, size_t ki, int64_t n) const;
+  // This rank's whole shard of b for kind ki (gaps and padding zero), a copy.
+  at::Tensor Shard(const Bucket& b, size_t ki) const;
+};
+
+// Where a load reads: elements [begin, begin + numel) of `key`, or (whole)
+// the whole tensor in its global shape.
+struct TensorRange {
+  std::string key;
+  int64_t begin = 0;
+  bool whole = false;
+};
+
+// A buffer piece as a load at this run's DP size sees it.
+struct LoadView {
+  const DistributedOptimizer& opt;
+  const CheckpointReader& reader;
+  // Sum of numel_unpadded of the buckets before each bucket (this layout's,
+  // equal to the checkpoint's for the types that store buffer space).
+  const std::vector<int64_t>& bucket_prefix;
+};
+
+// Where a buffer param lies in a checkpoint's metadata (ReadModelSpace).
+struct ParamPlace {
+  const CheckpointReader& reader;
+  const std::string& name;
+  int bucket = 0;
+  int64_t offset = 0;         // in its bucket
+  int64_t bucket_prefix = 0;  // sum of numel_unpadded of the buckets before
+};
+
+class ShardingFormat {
+ public:
+  virtual ~ShardingFormat() = default;
+  virtual ShardingType type() const = 0;
+  // Whether the checkpoint stores buffer space: then rank 0 also writes the
+  // bucket-size tensors, and a load requires the same buckets and places
+  // (only the DP size may change).
+  virtual bool StoresBufferSpace() const = 0;
+  // Appends what this rank writes of the buffer params. Every rank calls it
+  // (the gathered types gather here).
+  virtual void AddChunks(const SaveView& v, std::vector<PendingChunk>& out) const = 0;
+  // Adds the keys of the buffer params' tensors a save of `opt` writes;
+  // `kinds` as in SaveView.
+  virtual void AddKeys(const DistributedOptimizer& opt, const std::vector<std::string>& kinds,
+                       std::set<std::string>& keys) const = 0;
+  // Where `kind` ("param" for the main param) of this rank's buffer piece
+  // p lies in a checkpoint of this type saved at any DP size.
+  virtual TensorRange Locate(const LoadView& v, const OwnedPiece& p,
+                             const std::string& kind) const = 0;
+  // Where `kind` of a whole buffer param starts, from the metadata alone.
+  virtual TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const = 0;
+};
+
+// The format of `type`; throws Error for an unregistered one.
+const ShardingFormat& FormatOf(ShardingType type);
+
+// Adds a format (the registration functions call it). Throws Error on a
+// name already registered.
+void RegisterShardingFormat(std::unique_ptr<ShardingFormat> format);
+
+// Defines the registration function of one format file:
+//   SHARDCHECK_REGISTER_SHARDING(dp_reshardable) {
+//     RegisterShardingFormat(std::make_unique<DpReshardable>());
+//   }
+// The line must start the line: cmake/registry.cmake finds it there.
+#define SHARDCHECK_REGISTER_SHARDING(name) void RegisterShardingOf_##name()
+
+// Helpers the formats share.
+
+// Where piece p starts in its bucket's space as a load reads it:
+// p.in_bucket.begin, moved by (read_rank - this rank) shards when the
+// caller reads another rank's place (silent bugs), and elsewhere under the
+// silent bug ignore_param_start_padding; kept inside the bucket's unpadded
+// range, so the read itself succeeds.
+int64_t InBucketBegin(const DistributedOptimizer& opt, const OwnedPiece& p, int read_rank);
+
+}  // namespace shardcheck
