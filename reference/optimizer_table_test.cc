@@ -164,6 +164,35 @@ TEST_P(OptimizerTable, LoadingAnyOtherOptimizersStateFailsNamingWhatDiffers) {
   }
 }
 
+// The message counts the tensors of each missing state key and names the
+// first three in key order, then "...": a long key list stays one line but
+// still says which params lost their state.
+TEST(OptimizerTableMessages, MissingStateKeyIsCountedAndItsFirstTensorsNamed) {
+  OracleRunOptions o = MakeRun({"adam", at::kFloat}, 1);
+  ReferenceOptimizer opt = RunReferenceOnOracle(o);
+  StateDict partial = opt.GetStateDict();
+  std::vector<std::string> dropped;
+  for (auto it = partial.tensors.begin(); it != partial.tensors.end();) {
+    if (it->first.rfind(StateTensorKey("exp_avg", ""), 0) == 0) {
+      dropped.push_back(it->first);
+      it = partial.tensors.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  ASSERT_GE(dropped.size(), 4u);
+  const std::string expected = "state key 'exp_avg' (" + std::to_string(dropped.size()) +
+                               " tensors: " + dropped[0] + ", " + dropped[1] + ", " + dropped[2] +
+                               ", ...)";
+  try {
+    opt.LoadStateDict(partial);
+    FAIL() << "a state dict without exp_avg loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos)
+        << "'" << expected << "' not in: " << e.what();
+  }
+}
+
 TEST_P(OptimizerTable, FailedLoadChangesNothing) {
   OracleRunOptions o = MakeRun(GetParam(), 2);
   ReferenceOptimizer opt = RunReferenceOnOracle(o);

@@ -71,6 +71,37 @@ TEST(Registry, NamedSetupsAreElementwiseKindsThenComposites) {
   }
 }
 
+// Each way a setup can be ill-formed is refused with a message that names
+// the setup and what is wrong with it.
+TEST(Registry, IllFormedSetupsAreRefusedNamingTheSetupAndTheRule) {
+  auto expect_refused = [](const OptimizerSetup& s, const std::string& words) {
+    try {
+      s.Validate();
+      ADD_FAILURE() << s.name << " validated";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind(s.name + ": ", 0), 0u) << msg;
+      EXPECT_NE(msg.find(words), std::string::npos) << "'" << words << "' not in: " << msg;
+    }
+  };
+  OptimizerSetup whole_alone = OptimizerSetup::Defaults("muon_adam");
+  whole_alone.name = "muon_alone";
+  whole_alone.scalar.reset();
+  expect_refused(whole_alone, "needs a scalar optimizer");
+
+  OptimizerSetup elementwise_with_scalar = OptimizerSetup::Defaults("adamw");
+  elementwise_with_scalar.scalar = OptimizerConfig::Defaults("lion");
+  expect_refused(elementwise_with_scalar, "only it takes one");
+
+  OptimizerSetup whole_as_scalar = OptimizerSetup::Defaults("muon_adam");
+  whole_as_scalar.scalar = whole_as_scalar.main;
+  expect_refused(whole_as_scalar, "must be elementwise");
+
+  OptimizerSetup negative_norm = OptimizerSetup::Defaults("lion");
+  negative_norm.max_grad_norm = -1.0;
+  expect_refused(negative_norm, "max_grad_norm must be >= 0");
+}
+
 TEST(Registry, UnknownKindErrorListsTheKinds) {
   try {
     FindOptimizer("adagrad");

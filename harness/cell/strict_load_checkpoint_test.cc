@@ -3,9 +3,12 @@
 // changes. Plus the seed regression (Muon + Lion) and the commit protocol.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
 #include "distributed/checkpoint.h"
@@ -214,9 +217,21 @@ TEST(StrictLoad, TensorDtypeMismatchNamesKey) {
 TEST(StrictLoad, DpReshardableRefusesBucketSizeChange) {
   TempDir tmp;
   Save("adam", tmp.Sub("c"), ShardingType::kDpReshardable, 2, at::kFloat, 1000);
-  ExpectLoadError(
-      LoadErrors("adam", tmp.Sub("c"), 3, at::kFloat, 2500), 3,
-      {"layout mismatch", "numel_unpadded", "dp_reshardable can change only the DP size"});
+  const std::vector<std::string> errors = LoadErrors("adam", tmp.Sub("c"), 3, at::kFloat, 2500);
+  ExpectLoadError(errors, 3,
+                  {"layout mismatch", "(bucket size 1000 at save, 2500 now)",
+                   "dp_reshardable can change only the DP size"});
+  // The message names the first bucket that differs, with its numel_unpadded
+  // as the metadata records it and as this run lays it out.
+  const nlohmann::json saved = ReadMeta(tmp.Sub("c"))["layout"]["buffers"][0]["buckets"];
+  const std::regex named(
+      R"(bucket (\d+) has numel_unpadded (\d+) in checkpoint [^,]+, (\d+) in this run)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(errors[0], m, named)) << errors[0];
+  const size_t bucket = std::stoul(m[1]);
+  ASSERT_LT(bucket, saved.size());
+  EXPECT_EQ(std::stoll(m[2]), saved[bucket]["numel_unpadded"].get<int64_t>());
+  EXPECT_NE(m[2], m[3]);
 }
 
 TEST(StrictLoad, DpZeroGatherScatterRefusesBucketSizeChange) {

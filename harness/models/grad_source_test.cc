@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -78,6 +79,35 @@ TEST(GradSource, SparseMixedSmallRankGradsSumToTheMaskedGlobalGradient) {
       EXPECT_TRUE(
           SameBytes(whole[i], GlobalGrad(seed, static_cast<uint64_t>(step), i, params[i].shape, M)))
           << params[i].name;
+  }
+}
+
+// A real model's loss is the sum of its micro-batch losses, however the
+// micro-batches are split between ranks, and each starts near ln(vocab)
+// (docs/models.md): nothing is added to or dropped from the sum.
+TEST(GradSource, TinyModelLossIsTheSumOfItsMicroBatchLosses) {
+  const int M = 4;
+  for (const char* name : {"gpt-tiny", "moe-tiny"}) {
+    const auto source = MakeGradSource(name, 11);
+    EXPECT_TRUE(source->has_loss()) << name;
+    const auto params = source->InitialParams(at::kFloat);
+    const int64_t step = 2;
+    std::vector<at::Tensor> grads;
+    const double whole = source->RankGrads(params, step, 0, M, M, grads);
+    double split = 0.0, singles = 0.0;
+    for (int mb = 0; mb < M; mb += 2) split += source->RankGrads(params, step, mb, mb + 2, M, grads);
+    std::vector<std::vector<at::Tensor>> per_mb;
+    for (int mb = 0; mb < M; ++mb) {
+      const double one = source->MicroBatchGrads(params, step, mb, mb + 1, M, per_mb);
+      ASSERT_EQ(per_mb.size(), 1u);
+      EXPECT_EQ(one, source->RankGrads(params, step, mb, mb + 1, M, grads)) << name << " mb " << mb;
+      singles += one;
+    }
+    EXPECT_NEAR(split, whole, 1e-9 * whole) << name;
+    EXPECT_NEAR(singles, whole, 1e-9 * whole) << name;
+    EXPECT_NEAR(source->MicroBatchGrads(params, step, 0, M, M, per_mb), whole, 1e-9 * whole) << name;
+    const double ln_vocab = std::log(static_cast<double>(source->spec().params.front().shape[0]));
+    EXPECT_NEAR(whole / M, ln_vocab, 0.25 * ln_vocab) << name;
   }
 }
 
