@@ -252,7 +252,15 @@ def score_row(name: str, c: Dict[str, int]) -> str:
             f"{c.get('not-compiling', 0)} | {c.get('equivalent', 0)} | {score} |")
 
 
+def exit_on_signal(signum, _frame):
+    """SIGTERM and SIGHUP end the run as Ctrl-C does: as an exception, so the
+    mutant's `finally` puts the original file back first."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, exit_on_signal)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sample", type=int, default=200, help="mutants to try (default 200)")
     ap.add_argument("--seed", type=int, default=1, help="the sample's seed (default 1)")
