@@ -54,25 +54,18 @@ Benchmark JSON.
 import argparse
 import collections
 import json
-import re
+import os
 import statistics
 import sys
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+# The names and number formats shared with the report (reports/bench_format.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reports"))
+from bench_format import (CHECKPOINT_OPS, DP_PART, NS_PER_UNIT, PLAIN_OPS,  # noqa: E402,F401
+                          counters_of, mb, ms, parse_run_name, quotient, rate, size_label)
+
 STEP_VARIANTS = ("fused", "fused_baseline", "no_math", "fused_2t", "no_math_2t", "reference", "torch_optim")
 NEWTON_SCHULZ, AT_MM = "newton_schulz", "at_mm"
-PLAIN_OPS = ("write", "read_cold", "read_warm")
-CHECKPOINT_OPS = ("save", "load_warm", "load_cold", "load_reshard_cold")
-# Google Benchmark's fields of a run; every other numeric field is a counter.
-STANDARD_KEYS = {"name", "family_index", "per_family_instance_index", "run_name", "run_type",
-                 "repetitions", "repetition_index", "threads", "iterations", "real_time", "cpu_time",
-                 "time_unit", "aggregate_name", "aggregate_unit", "error_occurred", "error_message",
-                 "label", "big_o", "rms", "complexity"}
-# What Google Benchmark appends to a name: its options, then the timing.
-OPTION_PART = re.compile(r"real_time|manual_time|process_time"
-                         r"|(iterations|repeats|threads|min_time|min_warmup_time):[^/]+")
-DP_PART = re.compile(r"dp(\d+)")
 
 
 class InputError(Exception):
@@ -140,18 +133,8 @@ Groups = Dict[Key, Group]
 def parse_name(run_name: str) -> Key:
     """Key("adamw", "fused", (1048576,)) from "adamw/fused/1048576/real_time" (also with
     "/iterations:1" or "/repeats:1" before the timing); Key(name, "", ()) for a bare name."""
-    parts = run_name.split("/")
-    while len(parts) > 1 and OPTION_PART.fullmatch(parts[-1]):
-        parts.pop()
-    args: List[int] = []
-    while len(parts) > 1 and parts[-1].isdigit():
-        args.insert(0, int(parts.pop()))
-    return Key(parts[0], "/".join(parts[1:]), tuple(args))
-
-
-def counters_of(b: Dict) -> Dict[str, float]:
-    return {k: float(v) for k, v in b.items()
-            if k not in STANDARD_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    family, parts, args = parse_run_name(run_name)
+    return Key(family, "/".join(parts), args)
 
 
 def load(path: str) -> Tuple[Dict, Groups]:
@@ -182,35 +165,6 @@ def load(path: str) -> Tuple[Dict, Groups]:
     return doc.get("context") or {}, groups
 
 
-def size_label(n: Optional[int]) -> str:
-    if n is None:
-        return ""
-    for shift, suffix in ((30, "G"), (20, "M"), (10, "K")):
-        if n >= (1 << shift) and n % (1 << shift) == 0:
-            return f"{n >> shift}{suffix}"
-    return str(n)
-
-
-def rate(v: Optional[float]) -> str:
-    """A GB/s or GFLOP/s figure with three significant digits (at least)."""
-    if v is None:
-        return "—"
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
-
-
-def ms(v: Optional[float]) -> str:
-    """Milliseconds as `rate` writes them, with three decimals below 1 ms."""
-    return f"{v:.3f}" if v is not None and v < 1 else rate(v)
-
-
-def mb(nbytes: Optional[float]) -> str:
-    return "—" if nbytes is None else f"{nbytes / 1e6:.1f}"
-
-
 def timing(g: Optional[Group]) -> str:
     """"12.3 (11.9–13.0)": median (min–max) ms; the errors when it has no time."""
     if g is None:
@@ -225,13 +179,6 @@ def timing(g: Optional[Group]) -> str:
 def gbps(g: Optional[Group]) -> str:
     v = g.gbps() if g else None
     return "—" if v is None else f"{v:.1f}"
-
-
-def quotient(a: Optional[float], b: Optional[float], digits: int = 2, suffix: str = "") -> str:
-    """a / b, or a dash when either is missing or zero."""
-    if not a or not b:
-        return "—"
-    return f"{a / b:.{digits}f}{suffix}"
 
 
 def ratio(num: Optional[Group], den: Optional[Group], suffix: str = "") -> str:

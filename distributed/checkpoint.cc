@@ -66,7 +66,7 @@ void AddLayerWiseChunks(const DistributedOptimizer& opt, const std::vector<Owned
 // buffer space) the bucket sizes. Collective for the gathered types.
 std::vector<PendingChunk> BuildChunks(DistributedOptimizer& opt, ShardingType type) {
   const ShardingFormat& format = FormatOf(type);
-  const std::vector<std::string> kinds = SavedKinds(opt);
+  const std::vector<PieceKind> kinds = SavedKinds(opt);
   const std::vector<OwnedPiece> owned = opt.Owned();
   std::vector<PendingChunk> out;
   AddLayerWiseChunks(opt, owned, out);

@@ -11,7 +11,7 @@ namespace shardcheck {
 std::set<std::string> ExpectedCheckpointKeys(const DistributedOptimizer& opt, ShardingType type) {
   std::set<std::string> keys;
   const auto& params = opt.params();
-  const std::vector<std::string> kinds = ShardedKinds(opt);
+  const std::vector<PieceKind> kinds = ShardedKinds(opt);
   const bool layer_wise_state = !FailpointOn("layerwise_state_not_saved");
   for (const auto& [param, owner] : opt.layer_wise_owners()) {
     const std::string& name = params[static_cast<size_t>(param)].name;

@@ -182,125 +182,162 @@ nlohmann::ordered_json CheckpointMetadata::ToJson() const {
   return j;
 }
 
+namespace {
+
+// The steps of CheckpointMetadata::FromJson, in the order of metadata.json's
+// fields. Each sets `field` to the field it reads, for the error message.
+
+void ReadHeader(const nlohmann::json& j, const std::string& path, CheckpointMetadata& m,
+                std::string& field) {
+  field = "format";
+  if (j.at("format").get<std::string>() != kCheckpointFormatName)
+    throw Error(path + ": not a shardcheck checkpoint (format '" +
+                j.at("format").get<std::string>() + "')");
+  field = "format_version";
+  m.format_version = JsonInteger<int>(j.at("format_version"));
+  if (m.format_version < kOldestReadableFormatVersion ||
+      m.format_version > kCheckpointFormatVersion)
+    throw Error(path + ": unknown format version " + std::to_string(m.format_version) +
+                " (this shardcheck reads versions " +
+                std::to_string(kOldestReadableFormatVersion) + " to " +
+                std::to_string(kCheckpointFormatVersion) + ")");
+  field = "sharding_type";
+  m.sharding_type = ParseShardingType(j.at("sharding_type").get<std::string>());
+}
+
+void ReadRun(const nlohmann::json& j, CheckpointMetadata& m, std::string& field) {
+  field = "optimizer";
+  m.optimizer = j.at("optimizer").get<std::string>();
+  m.optimizer_config = j.at("optimizer_config");
+  field = "schemas";
+  m.schemas = j.at("schemas").get<std::map<std::string, std::vector<std::string>>>();
+  field = "step";
+  m.step = JsonInteger<int64_t>(j.at("step"));
+  field = "lr_schedule";
+  if (m.format_version >= 2) {
+    m.lr_schedule = LrScheduleFromJson(j.at("lr_schedule"));
+    m.max_lr = j.at("lr_schedule").at("max_lr").get<double>();
+  } else {
+    // Version 1 knew no schedule: constant at the first child's lr.
+    m.max_lr = j.at("optimizer_config").at("children").at(0).at("lr").get<double>();
+  }
+  field = "dp_size";
+  m.dp_size = JsonInteger<int>(j.at("dp_size"));
+  field = "model_dtype";
+  m.model_dtype = ParseDtype(j.at("model_dtype").get<std::string>());
+}
+
+void ReadGroupsAndParams(const nlohmann::json& j, CheckpointMetadata& m, std::string& field) {
+  field = "param_groups";
+  for (const auto& g : j.at("param_groups"))
+    m.groups.push_back({g.at("optimizer").get<std::string>(), g.at("wd_mult").get<double>(),
+                        g.at("lr").get<double>(), g.at("weight_decay").get<double>(),
+                        g.at("params").get<std::vector<std::string>>()});
+  field = "params";
+  for (const auto& p : j.at("params")) {
+    m.params.push_back({p.at("name").get<std::string>(),
+                        CheckShape(JsonIntegers<int64_t>(p.at("shape"))),
+                        ParseRole(p.at("role").get<std::string>())});
+    m.param_child.push_back(p.at("optimizer").get<std::string>());
+  }
+}
+
+BucketRecord ReadBucket(const nlohmann::json& jk) {
+  BucketRecord bk;
+  bk.numel = JsonInteger<int64_t>(jk.at("numel"));
+  bk.numel_unpadded = JsonInteger<int64_t>(jk.at("numel_unpadded"));
+  for (const auto& jm : jk.at("params"))
+    bk.params.push_back({jm.at("name").get<std::string>(), JsonInteger<int64_t>(jm.at("offset")),
+                         JsonInteger<int64_t>(jm.at("numel"))});
+  return bk;
+}
+
+void ReadLayout(const nlohmann::json& j, CheckpointMetadata& m, std::string& field) {
+  field = "layout";
+  for (const auto& jb : j.at("layout").at("buffers")) {
+    BufferRecord b;
+    b.param_dtype = ParseDtype(jb.at("param_dtype").get<std::string>());
+    b.grad_dtype = ParseDtype(jb.at("grad_dtype").get<std::string>());
+    b.bucket_size = JsonInteger<int64_t>(jb.at("bucket_size"));
+    for (const auto& jk : jb.at("buckets")) b.buckets.push_back(ReadBucket(jk));
+    m.buffers.push_back(std::move(b));
+  }
+  for (const auto& [name, owner] : j.at("layout").at("layer_wise_owner").items())
+    m.layer_wise_owner[name] = JsonInteger<int>(owner);
+}
+
+// Version 3's file records (older versions have none).
+void ReadFiles(const nlohmann::json& j, CheckpointMetadata& m, std::string& field) {
+  if (m.format_version < 3) return;
+  field = "files";
+  for (auto it = j.at("files").begin(); it != j.at("files").end(); ++it) {
+    field = "files." + it.key();
+    CheckPlainFileName(it.key());
+    const FileRecord f{JsonInteger<uint64_t>(it->at("bytes")),
+                       JsonInteger<uint64_t>(it->at("header_bytes")),
+                       it->at("header_xxh3").get<std::string>()};
+    if (f.header_bytes < 8 || f.header_bytes > f.bytes || f.header_bytes > (100ull << 20))
+      throw Error("header_bytes " + std::to_string(f.header_bytes) + " impossible for a " +
+                  std::to_string(f.bytes) + "-byte file");
+    m.files[it.key()] = f;
+  }
+}
+
+// One chunk of tensor t, checked against the tensor and the listed files.
+ChunkRecord ReadChunk(const nlohmann::json& jc, const TensorRecord& t, const CheckpointMetadata& m) {
+  ChunkRecord c;
+  c.offset = JsonInteger<int64_t>(jc.at("offset"));
+  c.numel = JsonInteger<int64_t>(jc.at("numel"));
+  c.file = jc.at("file").get<std::string>();
+  c.name = jc.at("name").get<std::string>();
+  auto br = JsonIntegers<uint64_t>(jc.at("byte_range"));
+  if (br.size() != 2) throw Error("byte_range must hold two numbers");
+  c.byte_begin = br[0];
+  c.byte_end = br[1];
+  c.xxh3 = jc.at("xxh3").get<std::string>();
+  CheckPlainFileName(c.file);
+  if (m.format_version >= 3 && !m.files.count(c.file))
+    throw Error("file '" + c.file + "' is not among the listed files");
+  if (c.offset < 0 || c.numel <= 0 || c.offset > t.Numel() - c.numel)
+    throw Error("chunk [" + std::to_string(c.offset) + ", +" + std::to_string(c.numel) +
+                ") outside the tensor's " + std::to_string(t.Numel()) + " elements");
+  if (c.byte_end - c.byte_begin != static_cast<uint64_t>(c.numel) * c10::elementSize(t.dtype))
+    throw Error("chunk byte_range does not hold its elements");
+  return c;
+}
+
+// The tensor index: each tensor's chunks in offset order, never overlapping.
+void ReadTensors(const nlohmann::json& j, CheckpointMetadata& m, std::string& field) {
+  field = "tensors";
+  for (auto it = j.at("tensors").begin(); it != j.at("tensors").end(); ++it) {
+    field = "tensors." + it.key();
+    TensorRecord t;
+    t.key = it.key();
+    t.dtype = ParseSafetensorsDtype(it->at("dtype").get<std::string>());
+    t.shape = JsonIntegers<int64_t>(it->at("shape"));
+    CheckShape(t.shape);
+    for (const auto& jc : it->at("chunks")) t.chunks.push_back(ReadChunk(jc, t, m));
+    std::sort(t.chunks.begin(), t.chunks.end(),
+              [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
+    for (size_t i = 1; i < t.chunks.size(); ++i)
+      if (t.chunks[i].offset < t.chunks[i - 1].offset + t.chunks[i - 1].numel)
+        throw Error("chunks overlap at element " + std::to_string(t.chunks[i].offset));
+    m.tensors[t.key] = std::move(t);
+  }
+}
+
+}  // namespace
+
 CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const std::string& path) {
   CheckpointMetadata m;
   std::string field;
   try {
-    field = "format";
-    if (j.at("format").get<std::string>() != kCheckpointFormatName)
-      throw Error(path + ": not a shardcheck checkpoint (format '" +
-                  j.at("format").get<std::string>() + "')");
-    field = "format_version";
-    m.format_version = JsonInteger<int>(j.at("format_version"));
-    if (m.format_version < kOldestReadableFormatVersion ||
-        m.format_version > kCheckpointFormatVersion)
-      throw Error(path + ": unknown format version " + std::to_string(m.format_version) +
-                  " (this shardcheck reads versions " +
-                  std::to_string(kOldestReadableFormatVersion) + " to " +
-                  std::to_string(kCheckpointFormatVersion) + ")");
-    field = "sharding_type";
-    m.sharding_type = ParseShardingType(j.at("sharding_type").get<std::string>());
-    field = "optimizer";
-    m.optimizer = j.at("optimizer").get<std::string>();
-    m.optimizer_config = j.at("optimizer_config");
-    field = "schemas";
-    m.schemas = j.at("schemas").get<std::map<std::string, std::vector<std::string>>>();
-    field = "step";
-    m.step = JsonInteger<int64_t>(j.at("step"));
-    field = "lr_schedule";
-    if (m.format_version >= 2) {
-      m.lr_schedule = LrScheduleFromJson(j.at("lr_schedule"));
-      m.max_lr = j.at("lr_schedule").at("max_lr").get<double>();
-    } else {
-      // Version 1 knew no schedule: constant at the first child's lr.
-      m.max_lr = j.at("optimizer_config").at("children").at(0).at("lr").get<double>();
-    }
-    field = "dp_size";
-    m.dp_size = JsonInteger<int>(j.at("dp_size"));
-    field = "model_dtype";
-    m.model_dtype = ParseDtype(j.at("model_dtype").get<std::string>());
-    field = "param_groups";
-    for (const auto& g : j.at("param_groups"))
-      m.groups.push_back({g.at("optimizer").get<std::string>(), g.at("wd_mult").get<double>(),
-                          g.at("lr").get<double>(), g.at("weight_decay").get<double>(),
-                          g.at("params").get<std::vector<std::string>>()});
-    field = "params";
-    for (const auto& p : j.at("params")) {
-      m.params.push_back({p.at("name").get<std::string>(),
-                          CheckShape(JsonIntegers<int64_t>(p.at("shape"))),
-                          ParseRole(p.at("role").get<std::string>())});
-      m.param_child.push_back(p.at("optimizer").get<std::string>());
-    }
-    field = "layout";
-    for (const auto& jb : j.at("layout").at("buffers")) {
-      BufferRecord b;
-      b.param_dtype = ParseDtype(jb.at("param_dtype").get<std::string>());
-      b.grad_dtype = ParseDtype(jb.at("grad_dtype").get<std::string>());
-      b.bucket_size = JsonInteger<int64_t>(jb.at("bucket_size"));
-      for (const auto& jk : jb.at("buckets")) {
-        BucketRecord bk;
-        bk.numel = JsonInteger<int64_t>(jk.at("numel"));
-        bk.numel_unpadded = JsonInteger<int64_t>(jk.at("numel_unpadded"));
-        for (const auto& jm : jk.at("params"))
-          bk.params.push_back({jm.at("name").get<std::string>(),
-                               JsonInteger<int64_t>(jm.at("offset")),
-                               JsonInteger<int64_t>(jm.at("numel"))});
-        b.buckets.push_back(std::move(bk));
-      }
-      m.buffers.push_back(std::move(b));
-    }
-    for (const auto& [name, owner] : j.at("layout").at("layer_wise_owner").items())
-      m.layer_wise_owner[name] = JsonInteger<int>(owner);
-    if (m.format_version >= 3) {
-      field = "files";
-      for (auto it = j.at("files").begin(); it != j.at("files").end(); ++it) {
-        field = "files." + it.key();
-        CheckPlainFileName(it.key());
-        const FileRecord f{JsonInteger<uint64_t>(it->at("bytes")),
-                           JsonInteger<uint64_t>(it->at("header_bytes")),
-                           it->at("header_xxh3").get<std::string>()};
-        if (f.header_bytes < 8 || f.header_bytes > f.bytes || f.header_bytes > (100ull << 20))
-          throw Error("header_bytes " + std::to_string(f.header_bytes) + " impossible for a " +
-                      std::to_string(f.bytes) + "-byte file");
-        m.files[it.key()] = f;
-      }
-    }
-    field = "tensors";
-    for (auto it = j.at("tensors").begin(); it != j.at("tensors").end(); ++it) {
-      field = "tensors." + it.key();
-      TensorRecord t;
-      t.key = it.key();
-      t.dtype = ParseSafetensorsDtype(it->at("dtype").get<std::string>());
-      t.shape = JsonIntegers<int64_t>(it->at("shape"));
-      CheckShape(t.shape);
-      for (const auto& jc : it->at("chunks")) {
-        ChunkRecord c;
-        c.offset = JsonInteger<int64_t>(jc.at("offset"));
-        c.numel = JsonInteger<int64_t>(jc.at("numel"));
-        c.file = jc.at("file").get<std::string>();
-        c.name = jc.at("name").get<std::string>();
-        auto br = JsonIntegers<uint64_t>(jc.at("byte_range"));
-        if (br.size() != 2) throw Error("byte_range must hold two numbers");
-        c.byte_begin = br[0];
-        c.byte_end = br[1];
-        c.xxh3 = jc.at("xxh3").get<std::string>();
-        CheckPlainFileName(c.file);
-        if (m.format_version >= 3 && !m.files.count(c.file))
-          throw Error("file '" + c.file + "' is not among the listed files");
-        if (c.offset < 0 || c.numel <= 0 || c.offset > t.Numel() - c.numel)
-          throw Error("chunk [" + std::to_string(c.offset) + ", +" + std::to_string(c.numel) +
-                      ") outside the tensor's " + std::to_string(t.Numel()) + " elements");
-        if (c.byte_end - c.byte_begin != static_cast<uint64_t>(c.numel) * c10::elementSize(t.dtype))
-          throw Error("chunk byte_range does not hold its elements");
-        t.chunks.push_back(std::move(c));
-      }
-      std::sort(t.chunks.begin(), t.chunks.end(),
-                [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
-      for (size_t i = 1; i < t.chunks.size(); ++i)
-        if (t.chunks[i].offset < t.chunks[i - 1].offset + t.chunks[i - 1].numel)
-          throw Error("chunks overlap at element " + std::to_string(t.chunks[i].offset));
-      m.tensors[t.key] = std::move(t);
-    }
+    ReadHeader(j, path, m, field);
+    ReadRun(j, m, field);
+    ReadGroupsAndParams(j, m, field);
+    ReadLayout(j, m, field);
+    ReadFiles(j, m, field);
+    ReadTensors(j, m, field);
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.rfind(path, 0) == 0) throw;

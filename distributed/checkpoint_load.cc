@@ -65,11 +65,9 @@ LoadPlan ReadOwnedPieces(DistributedOptimizer& opt, CheckpointReader& reader,
   const LoadView view{opt, reader, prefix};
   LoadPlan plan;
   for (OwnedPiece& p : opt.Owned()) {
-    const std::vector<std::string> names = StateNames(opt, p.child);
-    for (size_t ki = 0; ki <= names.size(); ++ki) {
-      const std::string kind = ki == 0 ? "param" : names[ki - 1];
-      at::Tensor dst = ki == 0 ? p.main : p.state[ki - 1];
-      const TensorRange where = Locate(view, format, p, kind);
+    for (const PieceKind& kind : PieceKinds(StateNames(opt, p.child))) {
+      at::Tensor dst = kind.Of(p);
+      const TensorRange where = Locate(view, format, p, kind.name);
       if (!reader.Has(where.key)) {
         plan.push_back({dst, at::zeros_like(dst)});
         continue;

@@ -8,6 +8,19 @@
 
 namespace shardcheck {
 
+namespace {
+
+// The first names replaced by exp_avg and exp_avg_sq, and no more than two
+// kept: the names of a save that assumes every optimizer is Adam.
+std::vector<std::string> AsTwoMoments(std::vector<std::string> names) {
+  const std::vector<std::string> moments = {"exp_avg", "exp_avg_sq"};
+  names.resize(std::min(names.size(), moments.size()));
+  std::copy(moments.begin(), moments.begin() + static_cast<int64_t>(names.size()), names.begin());
+  return names;
+}
+
+}  // namespace
+
 // The silent bugs schema_from_top_level_optimizer and two_moment_state_keys
 // change the names.
 std::vector<std::string> StateNames(const DistributedOptimizer& opt, int child) {
@@ -17,22 +30,16 @@ std::vector<std::string> StateNames(const DistributedOptimizer& opt, int child) 
   std::vector<std::string> names =
       children[top_level ? 0 : static_cast<size_t>(child)].schema.Names();
   names.resize(std::min(names.size(), count));
-  if (FailpointOn("two_moment_state_keys")) {
-    const std::vector<std::string> moments = {"exp_avg", "exp_avg_sq"};
-    names.resize(std::min(names.size(), moments.size()));
-    std::copy(moments.begin(), moments.begin() + static_cast<int64_t>(names.size()), names.begin());
-  }
+  if (FailpointOn("two_moment_state_keys")) names = AsTwoMoments(names);
   return names;
 }
 
-std::vector<std::string> ShardedKinds(const DistributedOptimizer& opt) {
-  std::vector<std::string> kinds = {"param"};
-  for (const std::string& k : StateNames(opt, opt.sharded_child())) kinds.push_back(k);
-  return kinds;
+std::vector<PieceKind> ShardedKinds(const DistributedOptimizer& opt) {
+  return PieceKinds(StateNames(opt, opt.sharded_child()));
 }
 
-std::vector<std::string> SavedKinds(const DistributedOptimizer& opt) {
-  std::vector<std::string> kinds = ShardedKinds(opt);
+std::vector<PieceKind> SavedKinds(const DistributedOptimizer& opt) {
+  std::vector<PieceKind> kinds = ShardedKinds(opt);
   if (kinds.size() > 3 && FailpointOn("third_state_key_dropped")) kinds.erase(kinds.begin() + 3);
   return kinds;
 }

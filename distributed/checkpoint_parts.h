@@ -13,6 +13,7 @@
 #include "distributed/checkpoint.h"
 #include "distributed/communicator.h"
 #include "distributed/distrib_optimizer.h"
+#include "distributed/sharding_format.h"
 
 namespace shardcheck {
 
@@ -22,12 +23,12 @@ namespace shardcheck {
 // nor loaded).
 std::vector<std::string> StateNames(const DistributedOptimizer& opt, int child);
 
-// "param" (the fp32 main param) and the state names of the sharded child.
-std::vector<std::string> ShardedKinds(const DistributedOptimizer& opt);
+// The main param and the states of the sharded child.
+std::vector<PieceKind> ShardedKinds(const DistributedOptimizer& opt);
 
 // The kinds a save writes: ShardedKinds, less the third state under the
 // silent bug third_state_key_dropped.
-std::vector<std::string> SavedKinds(const DistributedOptimizer& opt);
+std::vector<PieceKind> SavedKinds(const DistributedOptimizer& opt);
 
 // What a save writes of state `data`: itself, or under the silent bug
 // state_dtype_bf16_on_save its bf16 rounding, back in fp32.

@@ -33,9 +33,10 @@ Registry& Formats() {
   return Raw();
 }
 
-// Kind ki of piece p where it lives (device memory on a GPU run).
-at::Tensor RawPieceData(const OwnedPiece& p, size_t ki) {
-  return ki == 0 ? p.main : SavedState(p.state[ki - 1]);
+// Piece p's tensor of `kind` as a save writes it, where it lives (device
+// memory on a GPU run).
+at::Tensor RawPieceData(const OwnedPiece& p, const PieceKind& kind) {
+  return kind.IsMain() ? p.main : SavedState(kind.Of(p));
 }
 
 }  // namespace
@@ -68,17 +69,25 @@ ShardingType ParseShardingType(const std::string& name) {
   throw Error("unknown sharding type '" + name + "' (expected one of " + names + ")");
 }
 
+std::vector<PieceKind> PieceKinds(const std::vector<std::string>& state_names) {
+  std::vector<PieceKind> kinds = {{"param", -1}};
+  for (size_t k = 0; k < state_names.size(); ++k)
+    kinds.push_back({state_names[k], static_cast<int>(k)});
+  return kinds;
+}
+
 int64_t PendingChunk::Numel() const {
   int64_t n = 0;
   for (const at::Tensor& p : parts) n += p.numel();
   return n;
 }
 
-at::Tensor SaveView::PieceData(const OwnedPiece& p, size_t ki) const {
-  return OnHost(RawPieceData(p, ki));
+at::Tensor SaveView::PieceData(const OwnedPiece& p, const PieceKind& kind) const {
+  return OnHost(RawPieceData(p, kind));
 }
 
-std::vector<at::Tensor> SaveView::ShardParts(const Bucket& b, size_t ki, int64_t n) const {
+std::vector<at::Tensor> SaveView::ShardParts(const Bucket& b, const PieceKind& kind,
+                                             int64_t n) const {
   std::vector<const OwnedPiece*> in_bucket;
   for (const OwnedPiece& p : owned)
     if (p.bucket == b.index) in_bucket.push_back(&p);
@@ -89,37 +98,43 @@ std::vector<at::Tensor> SaveView::ShardParts(const Bucket& b, size_t ki, int64_t
   int64_t at = 0;
   for (const OwnedPiece* p : in_bucket) {
     if (p->local.begin > at) parts.push_back(at::zeros({p->local.begin - at}, at::kFloat));
-    parts.push_back(PieceData(*p, ki));
+    parts.push_back(PieceData(*p, kind));
     at = p->local.end;
   }
   if (at < n) parts.push_back(at::zeros({n - at}, at::kFloat));
   return parts;
 }
 
-at::Tensor SaveView::Shard(const Bucket& b, size_t ki) const {
+at::Tensor SaveView::Shard(const Bucket& b, const PieceKind& kind) const {
   at::Tensor buf = at::zeros({b.ShardSize(opt.comm().size())}, at::kFloat);
   for (const OwnedPiece& p : owned)
     if (p.bucket == b.index)
-      buf.narrow(0, p.local.begin, p.local.size()).copy_(RawPieceData(p, ki));
+      buf.narrow(0, p.local.begin, p.local.size()).copy_(RawPieceData(p, kind));
   return buf;
 }
+
+namespace {
+
+// Where piece p would start in its bucket if each of the bucket's params
+// began right after the previous one (no 64-element alignment).
+int64_t PackedBegin(const BufferLayout& l, const Bucket& b, const OwnedPiece& p) {
+  int64_t packed = 0;
+  for (int pi : b.params) {
+    const PlacedParam& q = l.params()[static_cast<size_t>(pi)];
+    if (q.param == p.param) break;
+    packed += q.numel;
+  }
+  return packed + p.param_range.begin;
+}
+
+}  // namespace
 
 int64_t InBucketBegin(const DistributedOptimizer& opt, const OwnedPiece& p, int read_rank) {
   const BufferLayout& l = opt.layout();
   const Bucket& b = l.buckets()[static_cast<size_t>(p.bucket)];
   const int dp = opt.comm().size(), rank = opt.comm().rank();
   int64_t begin = p.in_bucket.begin;
-  if (FailpointOn("ignore_param_start_padding")) {
-    // Offsets of the bucket's params as if each started right after the previous one.
-    int64_t packed = 0;
-    for (int pi : b.params) {
-      const PlacedParam& q = l.params()[static_cast<size_t>(pi)];
-      if (q.param == p.param) break;
-      packed += q.numel;
-    }
-    const int64_t param_start = begin - p.param_range.begin;  // p's start in the bucket
-    begin = packed + (begin - param_start);
-  }
+  if (FailpointOn("ignore_param_start_padding")) begin = PackedBegin(l, b, p);
   const int64_t moved = begin + (read_rank - rank) * b.ShardSize(dp);
   if (moved >= 0 && moved + p.param_range.size() <= b.numel_unpadded) begin = moved;
   return begin;

@@ -31,6 +31,22 @@ namespace shardcheck {
 
 class CheckpointReader;
 
+// One tensor of a buffer piece as a checkpoint names it: the fp32 main
+// param, named "param", or one of its child's states, named by its key.
+struct PieceKind {
+  std::string name;
+  int state = -1;  // -1: the main param; else the index into OwnedPiece::state
+
+  bool IsMain() const { return state < 0; }
+  // The piece's tensor of this kind.
+  const at::Tensor& Of(const OwnedPiece& p) const {
+    return IsMain() ? p.main : p.state[static_cast<size_t>(state)];
+  }
+};
+
+// "param", then each of `state_names` with its index.
+std::vector<PieceKind> PieceKinds(const std::vector<std::string>& state_names);
+
 // A contiguous run of one checkpoint tensor that this rank writes.
 struct PendingChunk {
   std::string key;
@@ -47,19 +63,18 @@ struct PendingChunk {
 // The buffer's data as a save sees it on this rank.
 struct SaveView {
   DistributedOptimizer& opt;
-  // "param" (the fp32 main param) and the state keys a save writes: index
-  // ki of PieceData, ShardParts and Shard.
-  const std::vector<std::string>& kinds;
+  // The main param and the states a save writes.
+  const std::vector<PieceKind>& kinds;
   // This rank's pieces; those of the buffer have bucket >= 0.
   const std::vector<OwnedPiece>& owned;
 
-  // Kind ki of piece p, readable on the host.
-  at::Tensor PieceData(const OwnedPiece& p, size_t ki) const;
-  // The first n elements of this rank's shard of b for kind ki, as parts
+  // Piece p's tensor of `kind` as a save writes it, readable on the host.
+  at::Tensor PieceData(const OwnedPiece& p, const PieceKind& kind) const;
+  // The first n elements of this rank's shard of b for `kind`, as parts
   // without a copy (the owned pieces in shard order, zero gaps between).
-  std::vector<at::Tensor> ShardParts(const Bucket& b, size_t ki, int64_t n) const;
-  // This rank's whole shard of b for kind ki (gaps and padding zero), a copy.
-  at::Tensor Shard(const Bucket& b, size_t ki) const;
+  std::vector<at::Tensor> ShardParts(const Bucket& b, const PieceKind& kind, int64_t n) const;
+  // This rank's whole shard of b for `kind` (gaps and padding zero), a copy.
+  at::Tensor Shard(const Bucket& b, const PieceKind& kind) const;
 };
 
 // Where a load reads: elements [begin, begin + numel) of `key`, or (whole)
@@ -101,7 +116,7 @@ class ShardingFormat {
   virtual void AddChunks(const SaveView& v, std::vector<PendingChunk>& out) const = 0;
   // Adds the keys of the buffer params' tensors a save of `opt` writes;
   // `kinds` as in SaveView.
-  virtual void AddKeys(const DistributedOptimizer& opt, const std::vector<std::string>& kinds,
+  virtual void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                        std::set<std::string>& keys) const = 0;
   // Where `kind` ("param" for the main param) of this rank's buffer piece
   // p lies in a checkpoint of this type saved at any DP size.

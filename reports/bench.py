@@ -27,24 +27,14 @@ import collections
 import dataclasses
 import glob
 import os
-import re
 import statistics
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from bench_format import (CHECKPOINT_OPS, DP_PART, NS_PER_UNIT, PLAIN_OPS,  # noqa: F401
+                          counters_of, parse_run_name, size_label)
 from load import Checker, InputError, read_json
 
-STANDARD_KEYS = {"name", "family_index", "per_family_instance_index", "run_name", "run_type",
-                 "repetitions", "repetition_index", "threads", "iterations", "real_time", "cpu_time",
-                 "time_unit", "aggregate_name", "aggregate_unit", "error_occurred", "error_message",
-                 "label", "big_o", "rms", "complexity"}
-NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 BASELINE_SUFFIX = "/baseline"
-# What Google Benchmark appends to a name: its options, then the timing.
-OPTION_PART = re.compile(r"real_time|manual_time|process_time"
-                         r"|(iterations|repeats|threads|min_time|min_warmup_time):[^/]+")
-DP_PART = re.compile(r"dp(\d+)")
-PLAIN_OPS = ("write", "read_cold", "read_warm")
-CHECKPOINT_OPS = ("save", "load_warm", "load_cold", "load_reshard_cold")
 
 
 @dataclasses.dataclass
@@ -105,8 +95,7 @@ def load_bench_dir(bench_dir: str, required: bool = False) -> List[Benchmark]:
             real = ck.field(b, "real_time", where, "num", required=not failed)
             cpu = ck.field(b, "cpu_time", where, "num", required=False)
             iters = ck.field(b, "iterations", where, "int", required=False)
-            counters = {k: v for k, v in b.items() if k not in STANDARD_KEYS
-                        and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            counters = counters_of(b)
             out.append(Benchmark(os.path.basename(path), name, b.get("run_name") or name,
                                  b.get("aggregate_name") or "", real, cpu, unit, iters, counters,
                                  b.get("error_message") if failed else None))
@@ -138,27 +127,6 @@ def ratios(benchmarks: List[Benchmark]) -> List[Ratio]:
                 break
     return out
 
-
-
-def size_label(n: int) -> str:
-    """"16M" for 16 * 2**20; the number itself when it is no whole K, M or G."""
-    for shift, suffix in ((30, "G"), (20, "M"), (10, "K")):
-        if n >= (1 << shift) and n % (1 << shift) == 0:
-            return f"{n >> shift}{suffix}"
-    return str(n)
-
-
-def parse_run_name(run_name: str) -> Tuple[str, List[str], Tuple[int, ...]]:
-    """("dist_step", ["<setup>", "dp2"], (16777216,)) from
-    "dist_step/<setup>/dp2/16777216/iterations:1/manual_time": the family, the
-    parts up to the numeric arguments, the arguments."""
-    parts = run_name.split("/")
-    while len(parts) > 1 and OPTION_PART.fullmatch(parts[-1]):
-        parts.pop()
-    args: List[int] = []
-    while len(parts) > 1 and parts[-1].isdigit():
-        args.insert(0, int(parts.pop()))
-    return parts[0], parts[1:], tuple(args)
 
 
 @dataclasses.dataclass

@@ -21,7 +21,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 import plots
-from bench import STEP_SPLIT, CheckpointRow, DistStepRow, size_label
+from bench import STEP_SPLIT, CheckpointRow, DistStepRow
+from bench_format import size_label
 
 LINE_COLORS = plots.GROUP_COLORS
 SPLIT_COLORS = {"rs_ms": "#1f77b4", "update_ms": "#2ca02c", "ag_ms": "#ff7f0e", "allreduce_ms": "#9467bd"}

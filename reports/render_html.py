@@ -54,7 +54,8 @@ import matrix as matrix_mod
 import plots
 import releases as releases_mod
 import summary
-from bench import STEP_SPLIT, Benchmark, Repeated, cost_growth, ratios, shown, size_label
+from bench import STEP_SPLIT, Benchmark, Repeated, cost_growth, ratios, shown
+from bench_format import factor as fmt_factor, mb as fmt_mb, ms as fmt_ms, rate as fmt_rate, size_label
 from detection import Detection
 from load import FAILED, Cell, Results, counts_of
 
@@ -106,19 +107,6 @@ def fmt_bytes(v) -> str:
     return f"{v} B"
 
 
-def fmt_ms(v: Optional[float]) -> str:
-    """Milliseconds with three significant digits (at least), or a dash."""
-    if v is None:
-        return "—"
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    if v >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3f}"
-
-
 def fmt_spread(r: Optional[Repeated]) -> str:
     """"12.3 (11.9–13.0)": the median (min–max) ms of a benchmark's repetitions."""
     if r is None:
@@ -126,21 +114,6 @@ def fmt_spread(r: Optional[Repeated]) -> str:
     if len(r.ms) == 1:
         return fmt_ms(r.median)
     return f"{fmt_ms(r.median)} ({fmt_ms(r.low)}–{fmt_ms(r.high)})"
-
-
-def fmt_factor(v: Optional[float], digits: int = 2, suffix: str = "") -> str:
-    return "—" if v is None else f"{v:.{digits}f}{suffix}"
-
-
-def fmt_rate(v: Optional[float]) -> str:
-    """A GB/s figure with three significant digits (at least), or a dash."""
-    if v is None:
-        return "—"
-    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
-
-
-def fmt_mb(v: Optional[float]) -> str:
-    return "—" if v is None else f"{v / 1e6:.1f}"
 
 
 def choose_plotted(cells: List[Cell], options: Options) -> Dict[str, str]:

@@ -26,16 +26,16 @@ class DpReshardable : public ShardingFormat {
       const int64_t shard = b.ShardSize(dp), begin = rank * shard;
       const int64_t n = std::min(shard, b.numel_unpadded - begin);
       if (n <= 0) continue;  // bucket-end padding is never written
-      for (size_t ki = 0; ki < v.kinds.size(); ++ki)
+      for (const PieceKind& kind : v.kinds)
         out.push_back(
-            {Key(v.opt, b.index, v.kinds[ki]), {b.numel_unpadded}, begin, v.ShardParts(b, ki, n)});
+            {Key(v.opt, b.index, kind.name), {b.numel_unpadded}, begin, v.ShardParts(b, kind, n)});
     }
   }
 
-  void AddKeys(const DistributedOptimizer& opt, const std::vector<std::string>& kinds,
+  void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                std::set<std::string>& keys) const override {
     for (const Bucket& b : opt.layout().buckets())
-      for (const std::string& kind : kinds) keys.insert(Key(opt, b.index, kind));
+      for (const PieceKind& kind : kinds) keys.insert(Key(opt, b.index, kind.name));
   }
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {

@@ -22,24 +22,24 @@ class DpZeroGatherScatter : public ShardingFormat {
     const bool root = v.opt.comm().rank() == 0;
     // The silent bug bucket_offsets_use_padded_sizes keeps each bucket's end padding.
     const bool padded = FailpointOn("bucket_offsets_use_padded_sizes");
-    for (size_t ki = 0; ki < v.kinds.size(); ++ki) {
+    for (const PieceKind& kind : v.kinds) {
       std::vector<at::Tensor> parts;
       for (const Bucket& b : v.opt.layout().buckets()) {
-        std::vector<at::Tensor> shards = v.opt.comm().Gather(v.Shard(b, ki), 0);
+        std::vector<at::Tensor> shards = v.opt.comm().Gather(v.Shard(b, kind), 0);
         if (!root) continue;
         const at::Tensor bucket = at::cat(shards);
         parts.push_back(padded ? bucket : bucket.narrow(0, 0, b.numel_unpadded));
       }
       if (!root || parts.empty()) continue;
       at::Tensor all = at::cat(parts);
-      out.push_back({Key(v.opt.model_dtype(), v.kinds[ki]), {all.numel()}, 0, {all}});
+      out.push_back({Key(v.opt.model_dtype(), kind.name), {all.numel()}, 0, {all}});
     }
   }
 
-  void AddKeys(const DistributedOptimizer& opt, const std::vector<std::string>& kinds,
+  void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                std::set<std::string>& keys) const override {
     if (opt.layout().buckets().empty()) return;
-    for (const std::string& kind : kinds) keys.insert(Key(opt.model_dtype(), kind));
+    for (const PieceKind& kind : kinds) keys.insert(Key(opt.model_dtype(), kind.name));
   }
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {

@@ -16,15 +16,15 @@ class FullyReshardable : public ShardingFormat {
   void AddChunks(const SaveView& v, std::vector<PendingChunk>& out) const override {
     const BufferLayout& layout = v.opt.layout();
     // One gather per (kind, bucket) of every rank's shard.
-    for (size_t ki = 0; ki < v.kinds.size(); ++ki) {
+    for (const PieceKind& kind : v.kinds) {
       for (const Bucket& b : layout.buckets()) {
-        std::vector<at::Tensor> shards = v.opt.comm().Gather(v.Shard(b, ki), 0);
+        std::vector<at::Tensor> shards = v.opt.comm().Gather(v.Shard(b, kind), 0);
         if (v.opt.comm().rank() != 0) continue;
         const at::Tensor bucket = at::cat(shards);
         for (int pi : b.params) {
           const PlacedParam& p = layout.params()[static_cast<size_t>(pi)];
           const ParamInfo& info = v.opt.params()[static_cast<size_t>(p.param)];
-          out.push_back({ModelSpaceKey(v.kinds[ki], info.name),
+          out.push_back({ModelSpaceKey(kind.name, info.name),
                          info.shape,
                          0,
                          {bucket.narrow(0, p.world.begin - b.world.begin, p.numel)}});
@@ -33,11 +33,11 @@ class FullyReshardable : public ShardingFormat {
     }
   }
 
-  void AddKeys(const DistributedOptimizer& opt, const std::vector<std::string>& kinds,
+  void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                std::set<std::string>& keys) const override {
     for (const PlacedParam& p : opt.layout().params())
-      for (const std::string& kind : kinds)
-        keys.insert(ModelSpaceKey(kind, opt.params()[static_cast<size_t>(p.param)].name));
+      for (const PieceKind& kind : kinds)
+        keys.insert(ModelSpaceKey(kind.name, opt.params()[static_cast<size_t>(p.param)].name));
   }
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {

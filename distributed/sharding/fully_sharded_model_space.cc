@@ -22,17 +22,17 @@ class FullyShardedModelSpace : public ShardingFormat {
     for (const OwnedPiece& p : v.owned) {
       if (p.bucket < 0) continue;
       const ParamInfo& info = v.opt.params()[static_cast<size_t>(p.param)];
-      for (size_t ki = 0; ki < v.kinds.size(); ++ki)
+      for (const PieceKind& kind : v.kinds)
         out.push_back(
-            {Key(v.kinds[ki], info.name), info.shape, p.param_range.begin, {v.PieceData(p, ki)}});
+            {Key(kind.name, info.name), info.shape, p.param_range.begin, {v.PieceData(p, kind)}});
     }
   }
 
-  void AddKeys(const DistributedOptimizer& opt, const std::vector<std::string>& kinds,
+  void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                std::set<std::string>& keys) const override {
     for (const PlacedParam& p : opt.layout().params())
-      for (const std::string& kind : kinds)
-        keys.insert(Key(kind, opt.params()[static_cast<size_t>(p.param)].name));
+      for (const PieceKind& kind : kinds)
+        keys.insert(Key(kind.name, opt.params()[static_cast<size_t>(p.param)].name));
   }
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {

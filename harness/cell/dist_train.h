@@ -100,10 +100,6 @@ struct TrainResult {
   int64_t grad_nonzero = 0;
 };
 
-// Buckets, numel_unpadded, shard sizes, params cut across ranks, smallest
-// param, layer-wise owners: what a reviewer needs to see the case covered.
-nlohmann::ordered_json LayoutJson(const DistributedOptimizer& opt);
-
 // A load refused by the strict checks of LoadCheckpoint (an input error)
 // inside a run is rethrown with this prefix, so the scenario runner can tell
 // a refused checkpoint, which is a failed check (strict-load), from a run
@@ -118,18 +114,5 @@ std::vector<std::string> ComparisonGroups(const std::vector<ChildOptimizer>& chi
 // Runs to opts.run.steps on `comm`. DP size (comm.size()) must divide M.
 // Collective; progress lines go to `log` on rank 0 when non-null.
 TrainResult RunDistributed(const TrainOptions& opts, Communicator& comm, std::ostream* log);
-
-// Per-rank memory figures: [{rank, owned_elements, total_bytes, entries: [{child, key, elements,
-// bytes}]}].
-nlohmann::ordered_json MemoryJson(const std::vector<MemoryFigures>& memory);
-
-// result.json: resolved config, dp, per-step series, verdict, first
-// mismatch, per-rank memory figures.
-nlohmann::ordered_json TrainResultJson(const TrainOptions& opts, int dp, const TrainResult& r);
-
-// A TrainResult read back from its result.json (what a rank process of a
-// cell reports): everything but final_state. Throws Error on a malformed
-// file.
-TrainResult TrainResultFromJson(const nlohmann::ordered_json& j);
 
 }  // namespace shardcheck

@@ -11,6 +11,7 @@
 #include "distributed/rendezvous.h"
 #include "harness/cell/dist_train.h"
 #include "harness/cell/run_files.h"
+#include "harness/cell/train_result_json.h"
 #include "harness/cli/checkpoint_source.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/cli_options.h"

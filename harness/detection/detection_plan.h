@@ -5,15 +5,43 @@
 // short; the detection tests assert each subset still catches its bug.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "distributed/sharding_type.h"
+
 namespace shardcheck {
+
+// The cells of a scenario file a subset keeps, by dimension: a dimension
+// left unset keeps every value. Built by naming the dimensions:
+//   Cells().Optimizer("adam").Dp(2).Fp32().Sharding(ShardingType::kDpReshardable)
+class Cells {
+ public:
+  Cells& Model(const char* model) { model_ = model; return *this; }
+  Cells& Optimizer(const char* setup) { optimizer_ = setup; return *this; }
+  Cells& Dp(int dp) { dp_ = dp; return *this; }
+  Cells& ResumeDp(int dp) { resume_dp_ = dp; return *this; }
+  Cells& Fp32() { dtype_ = "fp32"; return *this; }
+  Cells& Sharding(ShardingType t) { sharding_ = t; return *this; }
+
+  // The `run --filter` expression (docs/scenarios.md): the set dimensions
+  // as key=value, in the order model, optimizer, dp, resume_dp, dtype,
+  // sharding_type; "" keeps every cell.
+  std::string Filter() const;
+
+ private:
+  const char* model_ = nullptr;
+  const char* optimizer_ = nullptr;
+  int dp_ = 0, resume_dp_ = 0;
+  const char* dtype_ = nullptr;
+  std::optional<ShardingType> sharding_;
+};
 
 struct DetectionSubset {
   const char* failpoint;
   const char* scenario;  // a file of scenarios/ci
-  const char* filter;    // a `run --filter` expression; "" takes every cell
+  Cells cells;           // its cells that run
   const char* why;       // why this subset sees the bug
 };
 

@@ -29,5 +29,16 @@ TEST(DetectionPlan, OneSubsetPerSilentFailpointAndNoOther) {
   EXPECT_EQ(planned, silent);
 }
 
+// The filter names the set dimensions in one order, with the names
+// `run --filter` takes.
+TEST(DetectionPlan, CellsWriteTheRunFilter) {
+  EXPECT_EQ(Cells().Filter(), "");
+  EXPECT_EQ(Cells().Optimizer("adam").Dp(1).Fp32().Sharding(ShardingType::kDpReshardable).Filter(),
+            "optimizer=adam,dp=1,dtype=fp32,sharding_type=dp_reshardable");
+  EXPECT_EQ(Cells().Sharding(ShardingType::kDpZeroGatherScatter).ResumeDp(3).Model("gpt-tiny")
+                .Optimizer("lion").Filter(),
+            "model=gpt-tiny,optimizer=lion,resume_dp=3,sharding_type=dp_zero_gather_scatter");
+}
+
 }  // namespace
 }  // namespace shardcheck

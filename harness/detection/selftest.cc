@@ -20,6 +20,7 @@
 
 #include "harness/cell/run_files.h"
 #include "harness/detection/detection_plan.h"
+#include "harness/matrix/cell_result.h"
 #include "harness/matrix/runner.h"
 #include "spec/error.h"
 #include "spec/failpoint.h"
@@ -113,7 +114,7 @@ std::vector<Task> PlanTasks(const SelftestOptions& o,
         throw Error("scenario " + file.string() + " of failpoint " + f->name +
                     " not found (run from the source folder or pass --ci-dir)");
       t.files = {file.string()};
-      t.filter = d->filter;
+      t.filter = d->cells.Filter();
     }
     t.dir = (work / t.name).string();
     tasks.push_back(t);
@@ -397,7 +398,7 @@ int ListSilentFailpoints() {
     if (f.kind != FailpointKind::kSilentBug) continue;
     const DetectionSubset* d = FindDetectionSubset(f.name);
     std::printf("%s\n  where:  %s\n  bug:    %s\n  subset: %s --filter %s\n", f.name, f.where,
-                f.bug, d ? d->scenario : "(none)", d ? d->filter : "");
+                f.bug, d ? d->scenario : "(none)", d ? d->cells.Filter().c_str() : "");
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "distributed/rendezvous.h"
 #include "distributed/safetensors.h"
 #include "harness/cell/run_files.h"
+#include "harness/cell/train_result_json.h"
 #include "harness/launch/spawn.h"
 #include "spec/device.h"
 #include "spec/error.h"

@@ -9,6 +9,7 @@
 #include "harness/matrix/cell_phases.h"
 #include "harness/matrix/result_json.h"
 #include "harness/models/grad_source.h"
+#include "harness/models/model_name.h"
 #include "harness/systems/plan.h"
 #include "spec/error.h"
 #include "spec/state_dict.h"
@@ -27,7 +28,7 @@ PlanInputs CellPlan(const Cell& cell, std::chrono::milliseconds timeout) {
   PlanInputs in;
   in.cell = cell.id;
   in.system = cell.system;
-  in.model = OracleModelByName(cell.model.substr(std::string("oracle:").size()));
+  in.model = ModelName::Parse(cell.model).OracleSpec();
   in.dtype = cell.dtype;
   in.seed = cell.seed;
   in.micro_batches = cell.micro_batches;

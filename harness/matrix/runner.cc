@@ -1,6 +1,5 @@
 #include "harness/matrix/runner.h"
 
-#include <torch/csrc/api/include/torch/version.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,14 +19,17 @@
 
 #include "harness/cell/compare.h"
 #include "harness/cell/run_files.h"
+#include "harness/cell/train_result_json.h"
 #include "harness/matrix/cell_checks.h"
 #include "harness/matrix/cell_phases.h"
+#include "harness/matrix/cell_result.h"
 #include "harness/cell/output_target.h"
 #include "harness/matrix/check_coverage.h"
 #include "harness/matrix/external_cell.h"
 #include "harness/matrix/interrupt_watch.h"
 #include "harness/matrix/result_json.h"
 #include "harness/matrix/routing_check.h"
+#include "harness/matrix/run_results.h"
 #include "spec/config_json.h"
 #include "spec/failpoint.h"
 
@@ -39,17 +41,6 @@ namespace {
 
 double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::string Shell(const char* cmd) {
-  std::string out;
-  if (FILE* f = ::popen(cmd, "r")) {
-    char buf[256];
-    while (std::fgets(buf, sizeof(buf), f)) out += buf;
-    ::pclose(f);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
 }
 
 // The run of a cell: the reference once, the uninterrupted distributed run
@@ -116,80 +107,6 @@ void AddRunsAndChecks(const Cell& cell, const CellRuns& r, const GradSource& sou
 
 }  // namespace
 
-nlohmann::ordered_json EnvironmentJson(const std::string& backend) {
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  // SHARDCHECK_COMMIT names the commit when the binary runs outside its
-  // checkout (ci/pr-report builds from exported trees).
-  const char* given = std::getenv("SHARDCHECK_COMMIT");
-  std::string commit = given && *given ? given : Shell("git rev-parse --short HEAD 2>/dev/null");
-  if (commit.empty()) commit = "unknown";
-  return {
-      {"commit", commit},
-      {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
-                       "." + std::to_string(TORCH_VERSION_PATCH)},
-      {"backend", backend},
-      {"host", host},
-      {"shardcheck", "0.1"}};
-}
-
-namespace {
-
-// The fields every cell result starts with: format, id, scenario, config,
-// environment, `verdict`, no error and no first failure yet.
-nlohmann::ordered_json CellResultHead(const Cell& cell, const std::string& verdict) {
-  nlohmann::ordered_json j;
-  j["format"] = "shardcheck-cell-result/1";
-  j["id"] = cell.id;
-  j["scenario"] = {{"name", cell.scenario}, {"file", cell.file}, {"line", cell.line}};
-  j["config"] = CellConfigJson(cell);
-  j["environment"] = EnvironmentJson(cell.backend);
-  j["verdict"] = verdict;
-  j["error"] = nullptr;
-  j["first_failure"] = nullptr;
-  return j;
-}
-
-}  // namespace
-
-namespace {
-
-// docs/scenarios.md, "Expected failures": a cell expected to fail that
-// failed a check (the expected one, when `failing_check` names it) is an
-// xfail; one that passed is an xpass, which fails the run (a fixed upstream
-// bug must show, so its expectation is dropped). An error stays an error:
-// a broken environment is never the bug that was expected.
-void ApplyExpectation(const Cell& cell, nlohmann::ordered_json& j) {
-  if (!cell.expect_fail) return;
-  const ExpectedFailure& e = *cell.expect_fail;
-  const std::string got = j["verdict"];
-  j["expected"] = {
-      {"verdict", "fail"},
-      {"reason", e.reason},
-      {"failing_check", e.check.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.check)},
-      {"got", got}};
-  if (got == "fail") {
-    const std::string failed = j["first_failure"].value("check", std::string());
-    if (e.check.empty() || failed == e.check) {
-      j["verdict"] = "xfail";
-    } else {
-      j["first_failure"]["detail"] =
-          "expected " + e.check + " to fail (" + e.reason + "), but " + failed +
-          " failed first: " + j["first_failure"].value("detail", std::string());
-    }
-  } else if (got == "pass") {
-    j["verdict"] = "xpass";
-    j["first_failure"] = {{"check", "expected-failure"},
-                          {"step", nullptr},
-                          {"tensor", nullptr},
-                          {"detail", "expected to fail (" + e.reason +
-                                         "), but every check passed: if the bug is fixed, "
-                                         "drop the expectation"}};
-  }
-}
-
-}  // namespace
-
 nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
                                const CellExecution& how) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -223,13 +140,6 @@ nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
   } catch (const std::exception& e) {
     std::cerr << "shardcheck: cannot write " << cell_dir << "/result.json: " << e.what() << "\n";
   }
-  return j;
-}
-
-nlohmann::ordered_json SkippedCell(const Cell& cell, const std::string& reason) {
-  nlohmann::ordered_json j = CellResultHead(cell, "skipped");
-  j["skipped"] = reason;
-  j["wall_s"] = 0.0;
   return j;
 }
 
@@ -400,113 +310,6 @@ void RunAll(const std::vector<const Cell*>& cells, const RunnerOptions& o, const
   for (int k = 0; k < std::max(1, o.jobs); ++k) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   if (tty && !o.quiet) std::printf("\n");
-}
-
-struct Counts {
-  int passed = 0, failed = 0, errored = 0, skipped = 0, xfailed = 0, xpassed = 0;
-  // An xpass fails the run as a failed check does.
-  bool Failed() const { return failed + errored + xpassed > 0; }
-  // Cells whose checks ran (every verdict but skipped).
-  int Ran() const { return passed + failed + errored + xfailed + xpassed; }
-};
-
-Counts Count(const std::vector<nlohmann::ordered_json>& results) {
-  Counts n;
-  for (const auto& r : results) {
-    const std::string v = r["verdict"];
-    n.passed += v == "pass";
-    n.failed += v == "fail";
-    n.errored += v == "error";
-    n.skipped += v == "skipped";
-    n.xfailed += v == "xfail";
-    n.xpassed += v == "xpass";
-  }
-  return n;
-}
-
-// The run's verdict (docs/results-schema.md): a failure wins; then a run
-// stopped by a signal; then a run in which no cell ran (every one skipped)
-// checked nothing and is no pass.
-std::string RunVerdict(const Counts& n, bool interrupted) {
-  if (n.Failed()) return "fail";
-  if (interrupted) return "interrupted";
-  return n.Ran() == 0 ? "nothing-checked" : "pass";
-}
-
-// What finished of a run: the cells (in selection order) with their results.
-struct Finished {
-  std::vector<const Cell*> cells;
-  std::vector<nlohmann::ordered_json> results;
-};
-
-Finished FinishedCells(const std::vector<const Cell*>& cells,
-                       const std::vector<nlohmann::ordered_json>& results) {
-  Finished f;
-  for (size_t i = 0; i < cells.size(); ++i)
-    if (!results[i].is_null()) {
-      f.cells.push_back(cells[i]);
-      f.results.push_back(results[i]);
-    }
-  return f;
-}
-
-nlohmann::ordered_json CellEntryJson(const Cell& c, const nlohmann::ordered_json& r) {
-  return {{"id", c.id},
-          {"dir", c.id},
-          {"scenario", c.scenario},
-          {"system", c.system.Name()},
-          {"optimizer", c.optimizer.label},
-          {"sharding_type", c.ShardingName()},
-          {"dp", c.dp},
-          {"resume_dp", c.resume ? nlohmann::json(c.resume->dp) : nlohmann::json(nullptr)},
-          {"save_at", c.resume ? nlohmann::json(c.resume->save_at) : nlohmann::json(nullptr)},
-          {"dtype", c.dtype},
-          {"model", c.model},
-          {"steps", c.steps},
-          {"verdict", r["verdict"]},
-          {"first_failure", r["first_failure"]},
-          {"skipped", r.contains("skipped") ? r["skipped"] : nlohmann::ordered_json(nullptr)},
-          {"wall_s", r["wall_s"]}};
-}
-
-// How a run ended, beside its finished cells.
-struct RunEnd {
-  std::string started;
-  double wall_s = 0.0;
-  size_t selected = 0;     // cells selected; more than finished when interrupted
-  int interrupted_by = 0;  // the signal that stopped the run, 0: none
-};
-
-// results.json (docs/results-schema.md).
-nlohmann::ordered_json AggregateJson(const std::vector<Scenario>& scenarios, const Finished& f,
-                                     const RunEnd& end) {
-  nlohmann::ordered_json agg;
-  agg["format"] = "shardcheck-results/1";
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < f.cells.size(); ++i) list.push_back(CellEntryJson(*f.cells[i], f.results[i]));
-  const Counts n = Count(f.results);
-  agg["verdict"] = RunVerdict(n, end.interrupted_by != 0);
-  agg["interrupted"] = end.interrupted_by != 0;
-  if (end.interrupted_by != 0) agg["interrupted_by"] = SignalName(end.interrupted_by);
-  agg["started"] = end.started;
-  agg["wall_s"] = end.wall_s;
-  agg["environment"] = EnvironmentJson(scenarios.front().cells.front().backend);
-  // The registry's order of setups, which the report's matrix rows follow.
-  agg["optimizer_order"] = OptimizerSetup::Names();
-  agg["scenarios"] = nlohmann::ordered_json::array();
-  for (const auto& sc : scenarios)
-    agg["scenarios"].push_back(
-        {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}});
-  agg["counts"] = {{"cells", end.selected},  {"passed", n.passed},   {"failed", n.failed},
-                   {"errored", n.errored},   {"skipped", n.skipped}, {"xfailed", n.xfailed},
-                   {"xpassed", n.xpassed},   {"not_run", end.selected - f.cells.size()}};
-  agg["cells"] = list;
-  // Failpoints switched on for this run, and those its code reached
-  // (docs/detection.md; `shardcheck selftest` reads them).
-  const std::string enabled = LoadFailpoints();
-  if (!enabled.empty())
-    agg["failpoints"] = {{"enabled", enabled}, {"reached", FailpointsReached()}};
-  return agg;
 }
 
 void PrintTable(const std::vector<const Cell*>& cells,

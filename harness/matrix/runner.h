@@ -51,13 +51,6 @@ struct CellExecution {
 nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
                                const CellExecution& how);
 
-// The result.json of a cell that is not run: verdict "skipped", the reason
-// in `skipped`.
-nlohmann::ordered_json SkippedCell(const Cell& cell, const std::string& reason);
-
-// The environment block of results: commit, libtorch version, backend, host.
-nlohmann::ordered_json EnvironmentJson(const std::string& backend);
-
 // Loads every scenario (all are validated before anything runs), runs the
 // matching cells, prints progress and a final table to stdout. Returns the
 // exit code: 0 every cell that ran passed (or failed as expected) and one

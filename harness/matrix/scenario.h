@@ -13,6 +13,7 @@
 #include "distributed/checkpoint_format.h"
 #include "harness/matrix/check_spec.h"
 #include "harness/models/grad_reduction.h"
+#include "harness/models/model_name.h"
 #include "harness/systems/system.h"
 #include "spec/config.h"
 #include "spec/error.h"
@@ -77,7 +78,7 @@ struct Cell {
   // groups unchecked (UncheckedGroups, check_coverage.h); "" when none is given.
   std::string unchecked_reason;
 
-  bool RealModel() const { return model.rfind("oracle:", 0) != 0; }
+  bool RealModel() const { return !ModelName::IsOracleText(model); }
   int ResumeDp() const { return resume ? resume->dp : dp; }
   // "dcp" or the Megatron type's name.
   std::string ShardingName() const;

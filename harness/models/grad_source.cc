@@ -1,5 +1,6 @@
 #include "harness/models/grad_source.h"
 
+#include "harness/models/model_name.h"
 #include "harness/models/tiny_model.h"
 #include "spec/error.h"
 #include "spec/failpoint.h"
@@ -106,14 +107,9 @@ std::unique_ptr<GradSource> MakeOracleSource(const ModelSpec& spec, uint64_t see
 }
 
 std::unique_ptr<GradSource> MakeGradSource(const std::string& model, uint64_t seed) {
-  const std::string prefix = "oracle:";
-  if (model.rfind(prefix, 0) == 0)
-    return MakeOracleSource(OracleModelByName(model.substr(prefix.size())), seed);
-  if (model == "gpt-tiny" || model == "moe-tiny")
-    return std::make_unique<TinyModelSource>(MakeTinyModel(model), model, seed);
-  throw Error("unknown model '" + model +
-              "' (expected oracle:gpt-tiny, oracle:mixed-small, oracle:shapes:<list>, "
-              "oracle:sparse-<one of those>, gpt-tiny or moe-tiny)");
+  const ModelName name = ModelName::Parse(model);
+  if (name.IsOracle()) return MakeOracleSource(name.OracleSpec(), seed);
+  return std::make_unique<TinyModelSource>(MakeTinyModel(model), model, seed);
 }
 
 }  // namespace shardcheck

@@ -6,6 +6,7 @@ import html as html_mod
 import re
 
 import bench
+import bench_format
 import bench_plots
 import synth
 
@@ -38,12 +39,12 @@ def report_with(make_report, doc, name="r"):
 
 
 def test_run_names_lose_google_benchmarks_suffixes():
-    assert bench.parse_run_name("dist_state/muon_lion/dp4/1048576/iterations:1/repeats:1/manual_time") == \
+    assert bench_format.parse_run_name("dist_state/muon_lion/dp4/1048576/iterations:1/repeats:1/manual_time") == \
         ("dist_state", ["muon_lion", "dp4"], (1048576,))
-    assert bench.parse_run_name("checkpoint/dp_zero_gather_scatter/load_cold/16777216/iterations:1/manual_time") == \
+    assert bench_format.parse_run_name("checkpoint/dp_zero_gather_scatter/load_cold/16777216/iterations:1/manual_time") == \
         ("checkpoint", ["dp_zero_gather_scatter", "load_cold"], (16777216,))
-    assert bench.parse_run_name("newton_schulz/1024/4096/real_time") == ("newton_schulz", [], (1024, 4096))
-    assert bench.parse_run_name("plain") == ("plain", [], ())
+    assert bench_format.parse_run_name("newton_schulz/1024/4096/real_time") == ("newton_schulz", [], (1024, 4096))
+    assert bench_format.parse_run_name("plain") == ("plain", [], ())
 
 
 def test_medians_come_from_the_repetitions_not_the_aggregates(tmp_path):
@@ -133,7 +134,7 @@ def bench_rows(doc):
     return [bench.Benchmark("optimizer_step.json", b["name"], b.get("run_name") or b["name"],
                             b.get("aggregate_name") or "", b["real_time"], b["cpu_time"], b["time_unit"],
                             b.get("iterations"),
-                            {k: v for k, v in b.items() if k not in bench.STANDARD_KEYS}, None)
+                            bench_format.counters_of(b), None)
             for b in doc["benchmarks"]]
 
 
