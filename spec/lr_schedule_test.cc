@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "spec/error.h"
 
@@ -79,6 +80,26 @@ TEST(LrSchedule, JsonRoundTrip) {
   s.peak_lr = 0.5;
   EXPECT_EQ(LrScheduleFromJson(nlohmann::json::parse(LrScheduleJson(s).dump())), s);
   EXPECT_THROW(LrScheduleFromJson(nlohmann::json::parse("{\"style\": \"cosine\"}")), Error);
+}
+
+// Equality is field by field: SameShape compares warm-up, decay style,
+// decay steps and min_lr; == also the peak; != is its negation.
+TEST(LrSchedule, EqualityComparesEveryField) {
+  const LrSchedule base = Make(LrDecayStyle::kCosine, 2, 8, 1e-5);
+  EXPECT_TRUE(base == base);
+  EXPECT_FALSE(base != base);
+  EXPECT_TRUE(base.SameShape(base));
+  std::vector<LrSchedule> others(5, base);
+  others[0].style = LrDecayStyle::kLinear;
+  others[1].warmup_steps = 3;
+  others[2].decay_steps = 9;
+  others[3].min_lr = 2e-5;
+  others[4].peak_lr = 1e-3;
+  for (size_t i = 0; i < others.size(); ++i) {
+    EXPECT_FALSE(base == others[i]) << i;
+    EXPECT_TRUE(base != others[i]) << i;
+    EXPECT_EQ(base.SameShape(others[i]), i == 4) << i;  // the peak is not the shape
+  }
 }
 
 }  // namespace
