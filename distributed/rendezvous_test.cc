@@ -23,6 +23,7 @@ const char* const kVariables[] = {"RANK",
                                   "LOCAL_WORLD_SIZE",
                                   "MASTER_ADDR",
                                   "MASTER_PORT",
+                                  "GROUP_RANK",
                                   "SLURM_PROCID",
                                   "SLURM_NTASKS",
                                   "SLURM_LOCALID",
@@ -79,13 +80,15 @@ TEST_F(EnvTest, Torchrun) {
        {"LOCAL_RANK", "1"},
        {"LOCAL_WORLD_SIZE", "4"},
        {"MASTER_ADDR", "node7"},
-       {"MASTER_PORT", "29511"}});
+       {"MASTER_PORT", "29511"},
+       {"GROUP_RANK", "1"}});
   const DistEnv env = DistEnvFromEnvironment();
   EXPECT_EQ(env.source, "torchrun");
   EXPECT_EQ(env.rank, 5);
   EXPECT_EQ(env.world_size, 8);
   EXPECT_EQ(env.local_rank, 1);
   EXPECT_EQ(env.local_world_size, 4);
+  EXPECT_EQ(env.node_rank, 1);
   EXPECT_EQ(env.master_addr, "node7");
   EXPECT_EQ(env.master_port, 29511);
 }
@@ -95,6 +98,7 @@ TEST_F(EnvTest, TorchrunWithoutLocalVariablesAssumesOneHost) {
   const DistEnv env = DistEnvFromEnvironment();
   EXPECT_EQ(env.local_rank, 2);
   EXPECT_EQ(env.local_world_size, 3);
+  EXPECT_EQ(env.node_rank, 0);  // no GROUP_RANK: the first (only) host
   EXPECT_EQ(env.master_addr, "127.0.0.1");
 }
 
