@@ -100,6 +100,20 @@ class Parser {
     return v;
   }
 
+  // What `read` returns; an Error it throws becomes one at node `at`,
+  // `prefix` before its message (a ScenarioError, already placed, passes).
+  template <typename F>
+  auto At(const YAML::Node& at, F read, const std::string& prefix = "") const
+      -> decltype(read()) {
+    try {
+      return read();
+    } catch (const ScenarioError&) {
+      throw;
+    } catch (const Error& e) {
+      Fail(at, prefix + e.what());
+    }
+  }
+
   // A scalar or a list of scalars, as a list of nodes.
   std::vector<YAML::Node> Items(const YAML::Node& n, const std::string& key) const {
     std::vector<YAML::Node> out;

@@ -81,13 +81,7 @@ void ReadOptimizerKeys(const Parser& p, const std::vector<std::pair<YAML::Node, 
     const bool scalar = k.rfind("scalar_", 0) == 0;
     auto& into = scalar ? one.scalar_hyper : one.hyper;
     into.push_back({scalar ? k.substr(7) : k, HyperText(p, value, k)});
-    try {
-      one.Resolve();
-    } catch (const ScenarioError&) {
-      throw;
-    } catch (const Error& e) {
-      p.Fail(key, std::string("optimizer: ") + e.what());
-    }
+    p.At(key, [&] { one.Resolve(); }, "optimizer: ");
     (scalar ? r.scalar_hyper : r.hyper).push_back(into.front());
   }
 }
@@ -148,28 +142,11 @@ CheckSpec ReadCheck(const Parser& p, const YAML::Node& n) {
     p.Fail(n, "check: missing key 'kind' (bitwise, tolerance, loss_continuity or loss_fall)");
   if (!n["on"]) p.Fail(n, "check: missing key 'on' (params, main_params, state or loss)");
   CheckSpec c;
-  try {
-    c.kind = ParseCheckKind(p.Str(n["kind"], "kind"));
-  } catch (const ScenarioError&) {
-    throw;
-  } catch (const Error& e) {
-    p.Fail(n["kind"], e.what());
-  }
-  try {
-    c.on = ParseCheckOn(p.Str(n["on"], "on"));
-  } catch (const ScenarioError&) {
-    throw;
-  } catch (const Error& e) {
-    p.Fail(n["on"], e.what());
-  }
+  c.kind = p.At(n["kind"], [&] { return ParseCheckKind(p.Str(n["kind"], "kind")); });
+  c.on = p.At(n["on"], [&] { return ParseCheckOn(p.Str(n["on"], "on")); });
   if (n["against"]) {
-    try {
-      c.against = ParseCheckAgainst(p.Str(n["against"], "against"));
-    } catch (const ScenarioError&) {
-      throw;
-    } catch (const Error& e) {
-      p.Fail(n["against"], e.what());
-    }
+    c.against =
+        p.At(n["against"], [&] { return ParseCheckAgainst(p.Str(n["against"], "against")); });
     if (c.on == CheckOn::kLoss)
       p.Fail(n["against"], "check: against goes with on: params, main_params, state or grad_norm");
     const bool norm_against = c.against == CheckAgainst::kReference ||
@@ -317,13 +294,7 @@ std::optional<ExpectedFailure> ReadExpect(const Parser& p, const YAML::Node& n) 
 }
 
 SystemSpec ReadSystem(const Parser& p, const YAML::Node& n) {
-  try {
-    return ParseSystem(p.Str(n, "system"));
-  } catch (const ScenarioError&) {
-    throw;
-  } catch (const Error& e) {
-    p.Fail(n, e.what());
-  }
+  return p.At(n, [&] { return ParseSystem(p.Str(n, "system")); });
 }
 
 std::string ReadModel(const Parser& p, const YAML::Node& n) {
