@@ -19,6 +19,7 @@ ALLOWED = {
     "distributed": ["spec", "kernels", "optimizers"],
     "testing": ["spec", "kernels", "optimizers", "reference"],
     "harness/models": ["spec", "testing"],
+    "harness/scale": ["spec", "testing"],
     "harness/cell": ["spec", "kernels", "optimizers", "reference", "distributed", "testing", "harness/models"],
     "harness/matrix": ["spec", "distributed", "testing", "harness/models", "harness/cell",
                        "harness/launch", "harness/systems"],
@@ -30,7 +31,8 @@ ALLOWED = {
     "bench": ["spec", "kernels", "optimizers", "reference", "distributed", "testing",
               "harness/models", "harness/cell"],
     "harness/cli": ["spec", "kernels", "reference", "distributed", "testing", "harness/models", "harness/cell",
-                    "harness/matrix", "harness/launch", "harness/detection", "harness/systems"],
+                    "harness/matrix", "harness/launch", "harness/detection", "harness/systems",
+                    "harness/scale"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -14,6 +14,7 @@
 
 #include "distributed/file_util.h"
 #include "distributed/gather_strings.h"
+#include "distributed/checkpoint_index.h"
 #include "distributed/checkpoint_parts.h"
 #include "distributed/safetensors.h"
 #include "distributed/sharding_format.h"
@@ -39,10 +40,9 @@ void AddBucketSizes(std::vector<PendingChunk>& out, const DistributedOptimizer& 
     unpadded.push_back(b.numel_unpadded);
   }
   const int64_t nb = static_cast<int64_t>(numel.size());
-  const std::string prefix = BufferPrefix(0, opt.model_dtype(), at::kFloat);
-  out.push_back({prefix + ".per_bucket_numel", {nb}, 0, {at::tensor(numel, at::kLong)}});
-  out.push_back(
-      {prefix + ".per_bucket_numel_unpadded", {nb}, 0, {at::tensor(unpadded, at::kLong)}});
+  const std::vector<std::string> keys = BucketSizeKeys(opt.model_dtype());
+  out.push_back({keys[0], {nb}, 0, {at::tensor(numel, at::kLong)}});
+  out.push_back({keys[1], {nb}, 0, {at::tensor(unpadded, at::kLong)}});
 }
 
 // Layer-wise (Muon) params, whole, in model space, by their owner.
@@ -95,22 +95,7 @@ CheckpointMetadata CommonMetadata(const DistributedOptimizer& opt, ShardingType 
     m.param_child.push_back(
         opt.children()[static_cast<size_t>(opt.ChildOf(static_cast<int>(i)))].config.kind());
   m.groups = GroupRecords(opt.children(), opt.params());
-  BufferRecord buf;
-  buf.param_dtype = opt.model_dtype();
-  buf.grad_dtype = at::kFloat;
-  buf.bucket_size = opt.layout().bucket_size();
-  for (const Bucket& b : opt.layout().buckets()) {
-    BucketRecord br;
-    br.numel = b.world.size();
-    br.numel_unpadded = b.numel_unpadded;
-    for (int pi : b.params) {
-      const PlacedParam& p = opt.layout().params()[static_cast<size_t>(pi)];
-      br.params.push_back({opt.params()[static_cast<size_t>(p.param)].name,
-                           p.world.begin - b.world.begin, p.numel});
-    }
-    buf.buckets.push_back(std::move(br));
-  }
-  m.buffers.push_back(std::move(buf));
+  m.buffers.push_back(LayoutRecord(opt.layout(), opt.params(), opt.model_dtype()));
   for (const auto& [param, owner] : opt.layer_wise_owners())
     m.layer_wise_owner[opt.params()[static_cast<size_t>(param)].name] = owner;
   return m;
@@ -160,66 +145,12 @@ nlohmann::json WriteRankFile(const fs::path& tmp, int rank, const std::vector<Pe
                         [rank] { Failpoint("save.rank_file_partial", rank); });
   Failpoint("save.after_rank_file", rank);
   const SafetensorsFile header = ReadSafetensorsHeader(path);
-  const FileRecord f = RecordFile(path);
-  nlohmann::json out = {
-      {"file", file},
-      {"record",
-       {{"bytes", f.bytes}, {"header_bytes", f.header_bytes}, {"header_xxh3", f.header_xxh3}}},
-      {"chunks", nlohmann::json::array()}};
-  for (const PendingChunk& c : chunks) {
-    const SafetensorsEntry* e = nullptr;
-    for (const auto& entry : header.entries)
-      if (entry.name == c.key) e = &entry;
-    if (!e) throw Error("written file " + file + " lacks " + c.key);
-    out["chunks"].push_back(
-        {{"key", c.key},
-         {"dtype", SafetensorsDtype(c.parts[0].scalar_type())},
-         {"shape", c.shape},
-         {"offset", c.offset},
-         {"numel", c.Numel()},
-         {"name", c.key},
-         {"byte_range", {header.DataOffset() + e->begin, header.DataOffset() + e->end}},
-         {"xxh3", Xxh3Hex(c.parts)}});
-  }
-  return out;
-}
-
-// Adds every rank's file and chunks (as WriteRankFile returned them; "" for
-// a rank that wrote nothing) to `m`, and checks that each tensor is covered
-// exactly once.
-void AddRankFiles(CheckpointMetadata& m, const std::vector<std::string>& per_rank) {
-  for (const std::string& s : per_rank) {
-    if (s.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(s);
-    const std::string file = j.at("file").get<std::string>();
-    const auto& fr = j.at("record");
-    m.files[file] = {fr.at("bytes").get<uint64_t>(), fr.at("header_bytes").get<uint64_t>(),
-                     fr.at("header_xxh3").get<std::string>()};
-    for (const auto& r : j.at("chunks")) {
-      TensorRecord& t = m.tensors[r.at("key").get<std::string>()];
-      t.key = r.at("key").get<std::string>();
-      t.dtype = ParseSafetensorsDtype(r.at("dtype").get<std::string>());
-      t.shape = r.at("shape").get<std::vector<int64_t>>();
-      const auto br = r.at("byte_range").get<std::vector<uint64_t>>();
-      t.chunks.push_back({r.at("offset").get<int64_t>(), r.at("numel").get<int64_t>(), file,
-                          r.at("name").get<std::string>(), br[0], br[1],
-                          r.at("xxh3").get<std::string>()});
-    }
-  }
-  for (auto& [key, t] : m.tensors) {
-    std::sort(t.chunks.begin(), t.chunks.end(),
-              [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
-    int64_t covered = 0;
-    for (const ChunkRecord& c : t.chunks) {
-      if (c.offset != covered)
-        throw Error("save of " + key + " leaves a gap or overlap at element " +
-                    std::to_string(covered));
-      covered += c.numel;
-    }
-    if (covered != t.Numel())
-      throw Error("save of " + key + " covers " + std::to_string(covered) + " of " +
-                  std::to_string(t.Numel()) + " elements");
-  }
+  std::vector<WrittenChunk> written;
+  written.reserve(chunks.size());
+  for (const PendingChunk& c : chunks)
+    written.push_back(
+        {c.key, c.parts[0].scalar_type(), c.shape, c.offset, c.Numel(), Xxh3Hex(c.parts)});
+  return RankFileJson(file, RecordFile(path), header.DataOffset(), header.entries, written);
 }
 
 // Rank 0's commit: metadata.json into `tmp`, the rename to `target` (never

@@ -111,6 +111,20 @@ const ParamInfo* CheckpointMetadata::FindParam(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+
+// Appends `key` to the object `obj` without looking for it: the callers'
+// keys come from a std::map, so they are new and in order. ordered_json's
+// own insert searches its keys linearly, which made metadata.json's
+// writing quadratic in its tensors (docs/performance.md, "Cost at scale").
+void AppendNewKey(nlohmann::ordered_json& obj, const std::string& key, nlohmann::ordered_json value) {
+  using Container = nlohmann::ordered_json::object_t::Container;
+  static_cast<Container&>(obj.get_ref<nlohmann::ordered_json::object_t&>())
+      .emplace_back(key, std::move(value));
+}
+
+}  // namespace
+
 nlohmann::ordered_json CheckpointMetadata::ToJson() const {
   nlohmann::ordered_json j;
   j["format"] = kCheckpointFormatName;
@@ -161,8 +175,10 @@ nlohmann::ordered_json CheckpointMetadata::ToJson() const {
   if (format_version >= 3) {
     j["files"] = nlohmann::ordered_json::object();
     for (const auto& [name, f] : files)
-      j["files"][name] = {
-          {"bytes", f.bytes}, {"header_bytes", f.header_bytes}, {"header_xxh3", f.header_xxh3}};
+      AppendNewKey(j["files"], name,
+                   {{"bytes", f.bytes},
+                    {"header_bytes", f.header_bytes},
+                    {"header_xxh3", f.header_xxh3}});
   }
   j["tensors"] = nlohmann::ordered_json::object();
   for (const auto& [key, t] : tensors) {
@@ -177,7 +193,7 @@ nlohmann::ordered_json CheckpointMetadata::ToJson() const {
                               {"name", c.name},
                               {"byte_range", {c.byte_begin, c.byte_end}},
                               {"xxh3", c.xxh3}});
-    j["tensors"][key] = jt;
+    AppendNewKey(j["tensors"], key, std::move(jt));
   }
   return j;
 }
@@ -485,6 +501,15 @@ const at::Tensor& CheckpointReader::Chunk(const TensorRecord& t, const ChunkReco
   return chunk_cache_.emplace(id, data).first->second;
 }
 
+ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel) {
+  if (numel <= 0) return {0, 0};
+  const auto ends_before = [&](const ChunkRecord& c) { return c.offset + c.numel <= begin; };
+  const auto first = std::partition_point(t.chunks.begin(), t.chunks.end(), ends_before);
+  const auto last = std::partition_point(
+      first, t.chunks.end(), [&](const ChunkRecord& c) { return c.offset < begin + numel; });
+  return {static_cast<size_t>(first - t.chunks.begin()), static_cast<size_t>(last - t.chunks.begin())};
+}
+
 at::Tensor CheckpointReader::ReadRange(const std::string& key, int64_t begin, int64_t numel) {
   const TensorRecord& t = Record(key);
   if (begin < 0 || numel < 0 || begin + numel > t.Numel())
@@ -492,13 +517,17 @@ at::Tensor CheckpointReader::ReadRange(const std::string& key, int64_t begin, in
                 std::to_string(begin + numel) + ") is outside tensor " + key + " (" +
                 std::to_string(t.Numel()) + " elements)");
   const int64_t end = begin + numel;
+  const ChunkSpan span = ChunksCovering(t, begin, numel);
   // One chunk holds the whole range (a same-DP load): its verified data.
-  for (const ChunkRecord& c : t.chunks)
-    if (numel > 0 && c.offset <= begin && end <= c.offset + c.numel)
+  if (span.Size() == 1) {
+    const ChunkRecord& c = t.chunks[span.first];
+    if (c.offset <= begin && end <= c.offset + c.numel)
       return Chunk(t, c).narrow(0, begin - c.offset, numel);
+  }
   at::Tensor out = at::empty({numel}, at::TensorOptions().dtype(t.dtype));
   int64_t covered = begin;
-  for (const ChunkRecord& c : t.chunks) {
+  for (size_t i = span.first; i < span.last; ++i) {
+    const ChunkRecord& c = t.chunks[i];
     const int64_t lo = std::max(covered, c.offset), hi = std::min(end, c.offset + c.numel);
     if (lo >= hi) continue;
     if (lo != covered) break;  // a hole

@@ -80,6 +80,15 @@ struct BufferRecord {
   std::vector<BucketRecord> buckets;
 };
 
+// The chunks of `t` that hold elements of [begin, begin + numel): indices
+// [first, last) of t.chunks (sorted by offset, disjoint), found by binary
+// search. Empty when numel <= 0.
+struct ChunkSpan {
+  size_t first = 0, last = 0;
+  size_t Size() const { return last - first; }
+};
+ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel);
+
 // One file of the checkpoint folder (format version 3 on).
 struct FileRecord {
   uint64_t bytes = 0;         // the whole file

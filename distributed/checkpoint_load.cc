@@ -36,22 +36,11 @@ std::vector<std::string> HyperparamWarnings(const DistributedOptimizer& opt,
   return warnings;
 }
 
-// Sum of numel_unpadded of the buckets before each bucket.
-std::vector<int64_t> BucketPrefix(const BufferLayout& layout) {
-  std::vector<int64_t> prefix;
-  int64_t acc = 0;
-  for (const Bucket& b : layout.buckets()) {
-    prefix.push_back(acc);
-    acc += b.numel_unpadded;
-  }
-  return prefix;
-}
-
 // Where `kind` ("param": the main param) of this rank's piece p lies.
 TensorRange Locate(const LoadView& v, const ShardingFormat& format, const OwnedPiece& p,
                    const std::string& kind) {
   if (p.bucket >= 0) return format.Locate(v, p, kind);
-  const std::string& name = v.opt.params()[static_cast<size_t>(p.param)].name;
+  const std::string& name = v.place.params[static_cast<size_t>(p.param)].name;
   return {ModelSpaceKey(kind == "param" ? "fp32_param" : kind, name), p.param_range.begin};
 }
 
@@ -62,7 +51,8 @@ LoadPlan ReadOwnedPieces(DistributedOptimizer& opt, CheckpointReader& reader,
                          const std::string& dir) {
   const ShardingFormat& format = FormatOf(reader.metadata().sharding_type);
   const std::vector<int64_t> prefix = BucketPrefix(opt.layout());
-  const LoadView view{opt, reader, prefix};
+  const ShardPlace place = PlaceOf(opt);
+  const LoadView view{place, reader.metadata(), prefix};
   LoadPlan plan;
   for (OwnedPiece& p : opt.Owned()) {
     for (const PieceKind& kind : PieceKinds(StateNames(opt, p.child))) {
@@ -144,7 +134,7 @@ at::Tensor ReadParamKind(CheckpointReader& reader, const std::map<std::string, B
   } else {
     const BufferPlace& place = where->second;
     range = FormatOf(m.sharding_type)
-                .LocateParam({reader, p.name, place.bucket, place.offset, place.bucket_prefix}, kind);
+                .LocateParam({m, p.name, place.bucket, place.offset, place.bucket_prefix}, kind);
   }
   if (range.whole) return reader.ReadFull(range.key);
   return reader.ReadRange(range.key, range.begin, p.Numel()).view(p.shape);

@@ -332,18 +332,23 @@ std::vector<OwnedPiece> DistributedOptimizer::Owned() {
   return out;
 }
 
-std::vector<OwnedPiece> DistributedOptimizer::PiecesOf(int rank) const {
+std::vector<OwnedPiece> BufferPiecesOf(const BufferLayout& layout, int rank) {
   std::vector<OwnedPiece> out;
-  for (const OwnedSlice& s : layout_.SlicesOf(rank)) {
+  for (const OwnedSlice& s : layout.SlicesOf(rank)) {
     OwnedPiece p;
     p.param = s.param;
-    p.child = sharded_child_;
     p.param_range = s.param_range;
     p.bucket = s.bucket;
     p.in_bucket = s.gbuf_world_in_bucket;
     p.local = s.gbuf_local;
     out.push_back(std::move(p));
   }
+  return out;
+}
+
+std::vector<OwnedPiece> DistributedOptimizer::PiecesOf(int rank) const {
+  std::vector<OwnedPiece> out = BufferPiecesOf(layout_, rank);
+  for (OwnedPiece& p : out) p.child = sharded_child_;
   for (const LayerWiseParam& lw : lw_) {
     if (lw.owner != rank) continue;
     OwnedPiece p;

@@ -68,6 +68,11 @@ struct OwnedPiece {
   std::vector<at::Tensor> state;
 };
 
+// The pieces of the buffer params that `rank` owns in `layout`, without
+// tensors (child 0), in buffer order. Needs no optimizer: the dry mode plans
+// with it at any DP size.
+std::vector<OwnedPiece> BufferPiecesOf(const BufferLayout& layout, int rank);
+
 class DistributedOptimizer {
  public:
   // Throws Error on an invalid setup, or a whole-param kind that needs 2-D

@@ -63,8 +63,15 @@ std::vector<OwnedSlice> BufferLayout::SlicesOf(int rank) const {
   std::vector<OwnedSlice> out;
   for (const Bucket& b : buckets_) {
     const Range shard = ShardRange(b.index, rank);
-    for (int pi : b.params) {
-      const PlacedParam& p = params_[static_cast<size_t>(pi)];
+    // A bucket's params lie in buffer order: start at the first that ends
+    // past the shard's start, stop at the first that starts at its end. So
+    // a rank's slices cost O(buckets * log + its slices), not O(params).
+    auto first = std::partition_point(b.params.begin(), b.params.end(), [&](int pi) {
+      return params_[static_cast<size_t>(pi)].world.end <= shard.begin;
+    });
+    for (auto it = first; it != b.params.end(); ++it) {
+      const PlacedParam& p = params_[static_cast<size_t>(*it)];
+      if (p.world.begin >= shard.end) break;
       const int64_t begin = std::max(p.world.begin, shard.begin);
       const int64_t end = std::min(p.world.end, shard.end);
       if (begin >= end) continue;

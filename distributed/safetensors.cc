@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "distributed/file_util.h"
 #include "spec/error.h"
@@ -37,17 +38,45 @@ c10::ScalarType ParseSafetensorsDtype(const std::string& name) {
   throw Error("unknown safetensors dtype '" + name + "'");
 }
 
+SafetensorsLayout LayOutSafetensors(const std::string& path,
+                                    const std::vector<SafetensorsSpec>& tensors,
+                                    const std::map<std::string, std::string>& metadata) {
+  // The header is written in the order given, as nlohmann's compact dump
+  // would write it; built as text because ordered_json's inserts search its
+  // keys linearly.
+  SafetensorsLayout out;
+  out.entries.reserve(tensors.size());
+  out.json = "{";
+  if (!metadata.empty()) out.json += "\"__metadata__\":" + nlohmann::json(metadata).dump();
+  std::unordered_set<std::string> names;
+  uint64_t offset = 0;
+  for (const SafetensorsSpec& t : tensors) {
+    if (t.name == "__metadata__") throw Error(path + ": '__metadata__' is not a tensor name");
+    if (!names.insert(t.name).second) throw Error(path + ": duplicate tensor " + t.name);
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    const uint64_t bytes = static_cast<uint64_t>(numel) * c10::elementSize(t.dtype);
+    const nlohmann::ordered_json entry = {{"dtype", SafetensorsDtype(t.dtype)},
+                                          {"shape", t.shape},
+                                          {"data_offsets", {offset, offset + bytes}}};
+    if (out.json.size() > 1) out.json += ',';
+    out.json += nlohmann::json(t.name).dump() + ":" + entry.dump();
+    out.entries.push_back({t.name, t.dtype, t.shape, offset, offset + bytes});
+    offset += bytes;
+  }
+  out.json += '}';
+  out.json.append((8 - out.json.size() % 8) % 8, ' ');
+  return out;
+}
+
 uint64_t WriteSafetensorsParts(const std::string& path,
                                const std::vector<SafetensorsParts>& tensors,
                                const std::map<std::string, std::string>& metadata,
                                const std::function<void()>& midway) {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<SafetensorsSpec> specs;
   std::vector<ByteRun> data;
-  uint64_t offset = 0;
+  specs.reserve(tensors.size());
   for (const SafetensorsParts& t : tensors) {
-    if (t.name == "__metadata__") throw Error(path + ": '__metadata__' is not a tensor name");
-    if (header.contains(t.name)) throw Error(path + ": duplicate tensor " + t.name);
     if (t.parts.empty()) throw Error(path + ": tensor " + t.name + " has no data");
     const c10::ScalarType dtype = t.parts[0].scalar_type();
     int64_t numel = 0, expected = 1;
@@ -62,18 +91,13 @@ uint64_t WriteSafetensorsParts(const std::string& path,
     if (numel != expected)
       throw Error(path + ": tensor " + t.name + " has " + std::to_string(numel) +
                   " elements in its parts, " + std::to_string(expected) + " in its shape");
-    const uint64_t bytes = static_cast<uint64_t>(numel) * t.parts[0].element_size();
-    header[t.name] = {{"dtype", SafetensorsDtype(dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+    specs.push_back({t.name, dtype, t.shape});
   }
-  std::string json = header.dump();
-  json.append((8 - json.size() % 8) % 8, ' ');
-  const uint64_t n = json.size();
+  const SafetensorsLayout layout = LayOutSafetensors(path, specs, metadata);
+  const uint64_t n = layout.json.size();
   std::string head;
   for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
-  head += json;
+  head += layout.json;
   // The tensors' bytes go to the file from their own memory.
   data.insert(data.begin(), ByteRun{head.data(), head.size()});
   WriteFileAtomic(path, data, midway);

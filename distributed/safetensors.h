@@ -35,6 +35,28 @@ struct SafetensorsParts {
   std::vector<at::Tensor> parts;
 };
 
+// A tensor of a file to lay out, without its data.
+struct SafetensorsSpec {
+  std::string name;
+  c10::ScalarType dtype = c10::kFloat;
+  std::vector<int64_t> shape;
+};
+
+// A file's header as a write lays it out: `json` is the N bytes after the
+// length field (padded with spaces to a multiple of 8), `entries` the
+// tensors in the order given with their data offsets. Costs O(tensors) (a
+// rank's file may hold tens of thousands). Throws Error naming `path` on a
+// duplicate name, the name "__metadata__" or a dtype safetensors cannot hold.
+struct SafetensorsLayout {
+  std::string json;
+  std::vector<SafetensorsEntry> entries;
+  uint64_t DataOffset() const { return 8 + json.size(); }
+  uint64_t FileBytes() const { return DataOffset() + (entries.empty() ? 0 : entries.back().end); }
+};
+SafetensorsLayout LayOutSafetensors(const std::string& path,
+                                    const std::vector<SafetensorsSpec>& tensors,
+                                    const std::map<std::string, std::string>& metadata = {});
+
 // Writes `tensors` (CPU; any layout, written contiguous) in the order given,
 // with `metadata` as "__metadata__", atomically: to a temporary file in the
 // same folder, fsync, rename. Throws Error naming the path; on failure the

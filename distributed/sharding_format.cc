@@ -76,6 +76,20 @@ std::vector<PieceKind> PieceKinds(const std::vector<std::string>& state_names) {
   return kinds;
 }
 
+ShardPlace PlaceOf(const DistributedOptimizer& opt) {
+  return {opt.layout(), opt.params(), opt.model_dtype(), opt.comm().rank(), opt.comm().size()};
+}
+
+std::vector<int64_t> BucketPrefix(const BufferLayout& layout) {
+  std::vector<int64_t> prefix;
+  int64_t acc = 0;
+  for (const Bucket& b : layout.buckets()) {
+    prefix.push_back(acc);
+    acc += b.numel_unpadded;
+  }
+  return prefix;
+}
+
 int64_t PendingChunk::Numel() const {
   int64_t n = 0;
   for (const at::Tensor& p : parts) n += p.numel();
@@ -129,10 +143,10 @@ int64_t PackedBegin(const BufferLayout& l, const Bucket& b, const OwnedPiece& p)
 
 }  // namespace
 
-int64_t InBucketBegin(const DistributedOptimizer& opt, const OwnedPiece& p, int read_rank) {
-  const BufferLayout& l = opt.layout();
+int64_t InBucketBegin(const ShardPlace& s, const OwnedPiece& p, int read_rank) {
+  const BufferLayout& l = s.layout;
   const Bucket& b = l.buckets()[static_cast<size_t>(p.bucket)];
-  const int dp = opt.comm().size(), rank = opt.comm().rank();
+  const int dp = s.dp, rank = s.rank;
   int64_t begin = p.in_bucket.begin;
   if (FailpointOn("ignore_param_start_padding")) begin = PackedBegin(l, b, p);
   const int64_t moved = begin + (read_rank - rank) * b.ShardSize(dp);

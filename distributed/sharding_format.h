@@ -5,10 +5,15 @@
 // protocol, metadata.json, compatibility checks and the reader. A format
 // decides three things for the params of the buffer (the sharded child):
 //
-//   what a rank writes      AddChunks (collective for the gathered types)
-//   what the metadata holds Keys, StoresBufferSpace
+//   what a rank writes      AddChunks (collective for the gathered types),
+//                           PlanChunks (the same without data)
+//   what the metadata holds AddKeys, StoresBufferSpace
 //   where a load finds its  Locate (this run's DP size, any saved one),
 //   bytes                   LocateParam (from the metadata alone)
+//
+// PlanChunks and Locate need no tensors: they see a ShardPlace, the layout
+// and a rank, so the dry mode (distributed/dry_checkpoint.h) plans saves
+// and loads at any DP size without data.
 //
 // Each format lives in one file of distributed/sharding/ and registers
 // itself with one SHARDCHECK_REGISTER_SHARDING(<name>) line: the build
@@ -25,11 +30,23 @@
 #include <vector>
 
 #include "distributed/distrib_optimizer.h"
+#include "distributed/layout.h"
 #include "distributed/sharding_type.h"
 
 namespace shardcheck {
 
-class CheckpointReader;
+struct CheckpointMetadata;
+
+// A rank's place in the buffer, without data: the layout, the params and
+// the rank. A DistributedOptimizer's (PlaceOf), or one the dry mode builds.
+struct ShardPlace {
+  const BufferLayout& layout;
+  const std::vector<ParamInfo>& params;
+  c10::ScalarType model_dtype = c10::kFloat;
+  int rank = 0;
+  int dp = 1;
+};
+ShardPlace PlaceOf(const DistributedOptimizer& opt);
 
 // One tensor of a buffer piece as a checkpoint names it: the fp32 main
 // param, named "param", or one of its child's states, named by its key.
@@ -60,6 +77,15 @@ struct PendingChunk {
   int64_t Numel() const;
 };
 
+// A chunk a rank writes, without its data: elements [offset, offset +
+// numel) of the flattened tensor `key` of global shape `shape`, stored 1-D.
+struct ChunkPlan {
+  std::string key;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+  int64_t numel = 0;
+};
+
 // The buffer's data as a save sees it on this rank.
 struct SaveView {
   DistributedOptimizer& opt;
@@ -87,8 +113,8 @@ struct TensorRange {
 
 // A buffer piece as a load at this run's DP size sees it.
 struct LoadView {
-  const DistributedOptimizer& opt;
-  const CheckpointReader& reader;
+  const ShardPlace& place;
+  const CheckpointMetadata& saved;
   // Sum of numel_unpadded of the buckets before each bucket (this layout's,
   // equal to the checkpoint's for the types that store buffer space).
   const std::vector<int64_t>& bucket_prefix;
@@ -96,7 +122,7 @@ struct LoadView {
 
 // Where a buffer param lies in a checkpoint's metadata (ReadModelSpace).
 struct ParamPlace {
-  const CheckpointReader& reader;
+  const CheckpointMetadata& saved;
   const std::string& name;
   int bucket = 0;
   int64_t offset = 0;         // in its bucket
@@ -114,6 +140,12 @@ class ShardingFormat {
   // Appends what this rank writes of the buffer params. Every rank calls it
   // (the gathered types gather here).
   virtual void AddChunks(const SaveView& v, std::vector<PendingChunk>& out) const = 0;
+  // Appends what rank s.rank writes of the buffer params with the tensors
+  // `kinds` ("param", then state keys), in the order AddChunks appends
+  // them, without data and without gathering. A save writes exactly these
+  // (distributed/dry_save_test.cc compares them).
+  virtual void PlanChunks(const ShardPlace& s, const std::vector<std::string>& kinds,
+                          std::vector<ChunkPlan>& out) const = 0;
   // Adds the keys of the buffer params' tensors a save of `opt` writes;
   // `kinds` as in SaveView.
   virtual void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
@@ -142,11 +174,15 @@ void RegisterShardingFormat(std::unique_ptr<ShardingFormat> format);
 
 // Helpers the formats share.
 
+// Sum of numel_unpadded of the buckets before each bucket (LoadView's
+// bucket_prefix).
+std::vector<int64_t> BucketPrefix(const BufferLayout& layout);
+
 // Where piece p starts in its bucket's space as a load reads it:
 // p.in_bucket.begin, moved by (read_rank - this rank) shards when the
 // caller reads another rank's place (silent bugs), and elsewhere under the
 // silent bug ignore_param_start_padding; kept inside the bucket's unpadded
 // range, so the read itself succeeds.
-int64_t InBucketBegin(const DistributedOptimizer& opt, const OwnedPiece& p, int read_rank);
+int64_t InBucketBegin(const ShardPlace& s, const OwnedPiece& p, int read_rank);
 
 }  // namespace shardcheck

@@ -10,7 +10,12 @@ Three figures, each left out (None) when its family is absent:
 - checkpoint save and load time against N, log-log, one panel per
   operation (save, load warm, load cold, load with a DP change, cold), one
   line per sharding type and the plain file's write or read as a dashed
-  reference.
+  reference;
+- per sweep of bench/scale.py's dry runs (bench_scale.py), one figure of
+  log-log panels against the sweep's x (dp, tensors): metadata.json bytes,
+  save plan + metadata time, the resharded load's plan time and peak
+  memory, one line per sharding type, each legend entry giving the line's
+  fitted slope.
 
 No red: red marks failures in this report.
 """
@@ -23,6 +28,7 @@ from matplotlib.ticker import NullLocator
 import plots
 from bench import STEP_SPLIT, CheckpointRow, DistStepRow
 from bench_format import size_label
+from bench_scale import Sweep, series, series_slope, slope_text
 
 LINE_COLORS = plots.GROUP_COLORS
 SPLIT_COLORS = {"rs_ms": "#1f77b4", "update_ms": "#2ca02c", "ag_ms": "#ff7f0e", "allreduce_ms": "#9467bd"}
@@ -31,6 +37,11 @@ PLAIN_STYLE = dict(color=plots.TOLERANCE_COLOR, linestyle="--", linewidth=1.2)
 CHECKPOINT_PANELS = (("save", "save", "write"), ("load_warm", "load, warm", "read_warm"),
                      ("load_cold", "load, cold", "read_cold"),
                      ("load_reshard_cold", "load at dp 2 of a dp-4 save, cold", "read_cold"))
+# The panels of a dry-mode sweep: (the dry --json quantities summed, title, y label).
+SCALE_PANELS = ((("metadata_bytes",), "metadata.json", "bytes"),
+                (("plan_s", "metadata_s"), "save plan + metadata", "s"),
+                (("reshard_plan_s",), "resharded-load plan", "s"),
+                (("peak_mb",), "peak memory above the start", "MB"))
 
 
 def _size_axis(ax, sizes: Sequence[int]):
@@ -141,6 +152,47 @@ def checkpoint_figure(rows: List[CheckpointRow]) -> Optional[Figure]:
         handles.append(Line2D([], [], marker="s", markersize=3, label="plain file", **PLAIN_STYLE))
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), frameon=False)
     fig.subplots_adjust(left=0.08 if cols == 2 else 0.15, right=0.98, bottom=0.95 / height,
+                        top=1 - 0.3 / height, wspace=0.22, hspace=0.45)
+    return fig
+
+
+def _sweep_axis(ax, xs: Sequence[float]):
+    """Log-log axes, x ticked at the sweep's sizes."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([f"{x:g}" for x in xs])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.grid(True, which="major", alpha=0.3)
+    if len(set(xs)) == 1:
+        ax.set_xlim(xs[0] / 2, xs[0] * 2)
+
+
+def scale_figure(sweep: Sweep) -> Optional[Figure]:
+    """The panels of SCALE_PANELS that have a line against the sweep's x, one
+    line per sharding type, labelled with its slope; None when none has."""
+    panels = [(p, series(sweep, p[0])) for p in SCALE_PANELS]
+    panels = [(p, lines) for p, lines in panels if lines]
+    if not panels:
+        return None
+    colors = {t: LINE_COLORS[k % len(LINE_COLORS)] for k, t in enumerate(sweep.types)}
+    cols = 2 if len(panels) > 1 else 1
+    nrows = (len(panels) + cols - 1) // cols
+    height = 2.6 * nrows + 0.5
+    fig = Figure(figsize=(9.0 if cols == 2 else 5.0, height))
+    for i, ((quantities, title, unit), lines) in enumerate(panels):
+        ax = fig.add_subplot(nrows, cols, i + 1)
+        for sharding, xs, ys in lines:
+            slope = series_slope(sweep, sharding, quantities, xs, ys)
+            ax.plot(xs, ys, marker="o", markersize=4, color=colors[sharding],
+                    label=f"{sharding}: slope {slope_text(slope)}")
+        _sweep_axis(ax, sweep.xs)
+        ax.set_title(f"{title} against {sweep.x}", fontsize=9)
+        ax.set_ylabel(unit)
+        ax.legend(loc="best", fontsize=6.5)
+        if i >= len(panels) - cols:
+            ax.set_xlabel(sweep.x)
+    fig.subplots_adjust(left=0.08 if cols == 2 else 0.15, right=0.98, bottom=0.5 / height,
                         top=1 - 0.3 / height, wspace=0.22, hspace=0.45)
     return fig
 

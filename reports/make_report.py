@@ -3,8 +3,9 @@
 
 Reads only the JSON files of docs/results-schema.md (RESULTS_DIR/results.json,
 RESULTS_DIR/<cell>/result.json) and, for the performance section, Google
-Benchmark JSON (--bench DIR/*.json, by default RESULTS_DIR/bench/*.json) and, for
-the detection-power section, RESULTS_DIR/selftest.json when it exists. Run it
+Benchmark JSON (--bench DIR/*.json, by default RESULTS_DIR/bench/*.json) and
+bench/scale.py's dry-mode file (--scale FILE, by default RESULTS_DIR/scale/scale.json
+when it exists) and, for the detection-power section, RESULTS_DIR/selftest.json when it exists. Run it
 with Debian's /usr/bin/python3 (python3-matplotlib, python3-jinja2).
 
 Exit status: 0 when the report was written, whatever the verdict; 2 when an
@@ -20,6 +21,7 @@ sys.dont_write_bytecode = True   # never leave __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench import load_bench, load_bench_dir  # noqa: E402
+from bench_scale import default_scale_path, load_scale  # noqa: E402
 from detection import load_detection  # noqa: E402
 from headline import headline  # noqa: E402
 from load import InputError, load_results  # noqa: E402
@@ -58,6 +60,16 @@ searched: without --bench, out/bench is not read. The section is left out
 when there is no file; a --bench DIR that is not a folder is an error (exit
 2). The baseline's benchmarks are always OTHER_RESULTS_DIR/bench/*.json.
 
+cost at scale: the JSON file of --scale FILE (bench/scale.py writes
+out/scale/scale.json; ci/demo passes it when it exists), or without --scale
+RESULTS_DIR/scale/scale.json when it exists. It adds "At Megatron scale (dry
+mode)" to the performance section's "How cost grows" part (the section shows
+for it alone, without benchmarks): the checkpoint engine's layout, save
+plan, metadata and resharded-load plan for real-scale param lists with no
+tensor data, the slopes fitted over each sweep's sizes (those above the
+file's limit flagged), log-log plots and the headline runs. A --scale FILE
+that is missing or malformed is an input error (exit 2).
+
 detection power: RESULTS_DIR/selftest.json, which `shardcheck selftest --out
 RESULTS_DIR` writes beside results.json (ci/demo does). When it exists the
 report gets a "Detection power" section (failpoints caught out of tried, the
@@ -73,6 +85,7 @@ examples:
   reports/make_report.py out/ci
   reports/make_report.py out/ci --baseline out/main --markdown out/ci/summary.md
   reports/make_report.py out/demo --bench out/bench
+  reports/make_report.py out/demo --scale out/scale/scale.json
 """
 
 
@@ -86,6 +99,10 @@ def parse_args(argv):
     ap.add_argument("--bench", metavar="DIR",
                     help="Google Benchmark JSON files DIR/*.json for the performance section "
                          "(default: RESULTS_DIR/bench; ci/bench writes out/bench)")
+    ap.add_argument("--scale", metavar="FILE",
+                    help="bench/scale.py's dry-mode JSON for the performance section's cost at scale "
+                         "(default: RESULTS_DIR/scale/scale.json when it exists; bench/scale.py writes "
+                         "out/scale/scale.json)")
     ap.add_argument("--out", metavar="FILE", help="HTML file to write (default: RESULTS_DIR/report.html)")
     ap.add_argument("--markdown", metavar="FILE",
                     help=f"also write a GitHub-flavoured summary for a PR comment (< {render_markdown.LIMIT} chars)")
@@ -110,6 +127,8 @@ def main(argv=None) -> int:
                       else load_bench(args.results_dir))
         baseline_benchmarks = load_bench(args.baseline) if args.baseline else []
         detection = load_detection(args.results_dir, results.aggregate["environment"].get("commit"))
+        scale_path = args.scale or default_scale_path(args.results_dir)
+        scale = load_scale(scale_path) if scale_path else None
     except InputError as e:
         print(f"make_report.py: error: {e}", file=sys.stderr)
         return 2
@@ -117,7 +136,7 @@ def main(argv=None) -> int:
                                   failing_plots=max(0, args.failing_plots),
                                   html_name=os.path.basename(out),
                                   bench_dir=args.bench.rstrip("/") if args.bench else "bench")
-    html = render_html.render(results, baseline, benchmarks, options, baseline_benchmarks, detection)
+    html = render_html.render(results, baseline, benchmarks, options, baseline_benchmarks, detection, scale=scale)
     outputs = [(out, html)]
     if args.markdown:
         outputs.append((args.markdown,

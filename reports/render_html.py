@@ -36,6 +36,11 @@ The performance section lists the benchmarks (medians of repeated ones)
 and, when shardcheck_bench's DistributedOptimizer, per-rank state or
 checkpoint families are there, a "How cost grows" part (bench.cost_growth,
 bench_plots): their tables and log-log plots against the model size.
+With bench/scale.py's file (`scale`, bench_scale.py) that part gets "At
+Megatron scale (dry mode)": per sweep, the fitted slopes per sharding type
+and quantity (those above the file's limit flagged) and one figure of
+log-log panels, then the headline runs; the performance section then shows
+even without benchmarks.
 """
 import dataclasses
 import os
@@ -48,6 +53,7 @@ from markupsafe import Markup
 
 import answers as answers_mod
 import bench_plots
+import bench_scale
 import compare as compare_mod
 import headline as headline_mod
 import matrix as matrix_mod
@@ -56,6 +62,7 @@ import releases as releases_mod
 import summary
 from bench import STEP_SPLIT, Benchmark, Repeated, cost_growth, ratios, shown
 from bench_format import factor as fmt_factor, mb as fmt_mb, ms as fmt_ms, rate as fmt_rate, size_label
+from bench_scale import Scale
 from detection import Detection
 from load import FAILED, Cell, Results, counts_of
 
@@ -382,26 +389,38 @@ def _cost_growth(benchmarks: List[Benchmark]) -> Optional[dict]:
     growth = cost_growth(benchmarks)
     if growth is None:
         return None
-
-    def svg(fig, uid):
-        """{"svg": the inline SVG, "width": its natural width in CSS px}, or None."""
-        text = bench_plots.svg_or_none(fig, uid)
-        if not text:
-            return None
-        view_box = re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', text)
-        return {"svg": Markup(text), "width": round(float(view_box.group(1)) * 4 / 3) if view_box else 520}
     return {"dist_step": growth.dist_step, "state": growth.state, "checkpoint": growth.checkpoint,
             "split": STEP_SPLIT,
-            "step_svg": svg(bench_plots.dist_step_figure(growth.dist_step), "perf-step"),
-            "split_svg": svg(bench_plots.dist_split_figure(growth.dist_step), "perf-split"),
-            "checkpoint_svg": svg(bench_plots.checkpoint_figure(growth.checkpoint), "perf-ckpt")}
+            "step_svg": _growth_svg(bench_plots.dist_step_figure(growth.dist_step), "perf-step"),
+            "split_svg": _growth_svg(bench_plots.dist_split_figure(growth.dist_step), "perf-split"),
+            "checkpoint_svg": _growth_svg(bench_plots.checkpoint_figure(growth.checkpoint), "perf-ckpt")}
+
+
+def _growth_svg(fig, uid: str) -> Optional[dict]:
+    """{"svg": the inline SVG, "width": its natural width in CSS px}, or None."""
+    text = bench_plots.svg_or_none(fig, uid)
+    if not text:
+        return None
+    view_box = re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', text)
+    return {"svg": Markup(text), "width": round(float(view_box.group(1)) * 4 / 3) if view_box else 520}
+
+
+def _scale(scale: Optional[Scale]) -> Optional[dict]:
+    """The "At Megatron scale (dry mode)" part: per sweep its slope table and
+    figure, and the headline rows; None without a scale file."""
+    if scale is None:
+        return None
+    sweeps = [{"table": table, "svg": _growth_svg(bench_plots.scale_figure(table.sweep), f"perf-scale-{i}")}
+              for i, table in enumerate(bench_scale.slope_tables(scale))]
+    return {"scale": scale, "sweeps": sweeps, "headline": bench_scale.headline_rows(scale)}
 
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt_num, bytes=fmt_bytes, secs=fmt_secs, ms=fmt_ms, spread=fmt_spread,
-                       factor=fmt_factor, rate=fmt_rate, mb=fmt_mb, size=size_label)
+                       factor=fmt_factor, rate=fmt_rate, mb=fmt_mb, size=size_label,
+                       slope=bench_scale.slope_text)
     env.globals.update(href=href, symbol=matrix_mod.SYMBOL, worst=matrix_mod.worst, run_label=headline_mod.run_label,
                        text_symbol=headline_mod.TEXT_SYMBOL,
                        skip_reason=summary.skip_reason,
@@ -413,9 +432,11 @@ def _environment() -> jinja2.Environment:
 
 def render(results: Results, baseline: Optional[Results] = None, benchmarks: List[Benchmark] = (),
            options: Options = Options(), baseline_benchmarks: List[Benchmark] = (),
-           detection: Optional[Detection] = None) -> str:
+           detection: Optional[Detection] = None, scale: Optional[Scale] = None) -> str:
     """The report as one HTML string; `detection` (RESULTS_DIR/selftest.json)
-    adds the "Detection power" section, None leaves it out."""
+    adds the "Detection power" section, `scale` (bench/scale.py's file) the
+    "At Megatron scale (dry mode)" part of the performance section; None
+    leaves either out."""
     comparisons = compare_mod.compare(results, baseline) if baseline else []
     changes = compare_mod.baseline_changes(comparisons, benchmarks, baseline_benchmarks) if baseline else None
     by_id = {c.id: c for c in comparisons}
@@ -447,6 +468,6 @@ def render(results: Results, baseline: Optional[Results] = None, benchmarks: Lis
         baseline=baseline, comparisons=comparisons,
         flagged=[c for c in comparisons if c.flags], unflagged=[c for c in comparisons if not c.flags],
         benchmarks=listed, ratios=bench_ratios, counter_names=counter_names,
-        growth=_cost_growth(list(benchmarks)),
+        growth=_cost_growth(list(benchmarks)), scale=_scale(scale),
         detection=detection, releases=releases_mod.compare_releases(results.cells),
         plotted_count=sum(1 for v in plotted.values() if v == ""), options=options)

@@ -11,8 +11,16 @@
 namespace shardcheck {
 namespace {
 
-std::string Key(const DistributedOptimizer& opt, int bucket, const std::string& kind) {
-  return DpReshardableKey(0, opt.model_dtype(), at::kFloat, bucket, kind);
+std::string Key(c10::ScalarType model_dtype, int bucket, const std::string& kind) {
+  return DpReshardableKey(0, model_dtype, at::kFloat, bucket, kind);
+}
+
+// Elements [begin, begin + n) of bucket b that `rank` writes: its shard,
+// less the bucket-end padding (never written); n <= 0 when none.
+void ShardExtent(const Bucket& b, int rank, int dp, int64_t& begin, int64_t& n) {
+  const int64_t shard = b.ShardSize(dp);
+  begin = rank * shard;
+  n = std::min(shard, b.numel_unpadded - begin);
 }
 
 class DpReshardable : public ShardingFormat {
@@ -23,32 +31,44 @@ class DpReshardable : public ShardingFormat {
   void AddChunks(const SaveView& v, std::vector<PendingChunk>& out) const override {
     const int rank = v.opt.comm().rank(), dp = v.opt.comm().size();
     for (const Bucket& b : v.opt.layout().buckets()) {
-      const int64_t shard = b.ShardSize(dp), begin = rank * shard;
-      const int64_t n = std::min(shard, b.numel_unpadded - begin);
-      if (n <= 0) continue;  // bucket-end padding is never written
+      int64_t begin = 0, n = 0;
+      ShardExtent(b, rank, dp, begin, n);
+      if (n <= 0) continue;
       for (const PieceKind& kind : v.kinds)
-        out.push_back(
-            {Key(v.opt, b.index, kind.name), {b.numel_unpadded}, begin, v.ShardParts(b, kind, n)});
+        out.push_back({Key(v.opt.model_dtype(), b.index, kind.name),
+                       {b.numel_unpadded},
+                       begin,
+                       v.ShardParts(b, kind, n)});
+    }
+  }
+
+  void PlanChunks(const ShardPlace& s, const std::vector<std::string>& kinds,
+                  std::vector<ChunkPlan>& out) const override {
+    for (const Bucket& b : s.layout.buckets()) {
+      int64_t begin = 0, n = 0;
+      ShardExtent(b, s.rank, s.dp, begin, n);
+      if (n <= 0) continue;
+      for (const std::string& kind : kinds)
+        out.push_back({Key(s.model_dtype, b.index, kind), {b.numel_unpadded}, begin, n});
     }
   }
 
   void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                std::set<std::string>& keys) const override {
     for (const Bucket& b : opt.layout().buckets())
-      for (const PieceKind& kind : kinds) keys.insert(Key(opt, b.index, kind.name));
+      for (const PieceKind& kind : kinds) keys.insert(Key(opt.model_dtype(), b.index, kind.name));
   }
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {
-    const int dp = v.opt.comm().size(), rank = v.opt.comm().rank();
+    const int dp = v.place.dp, rank = v.place.rank;
     int read_rank = rank;
-    if (v.reader.metadata().dp_size != dp && FailpointOn("reshard_rank_order_reversed"))
+    if (v.saved.dp_size != dp && FailpointOn("reshard_rank_order_reversed"))
       read_rank = dp - 1 - rank;
-    return {Key(v.opt, p.bucket, kind), InBucketBegin(v.opt, p, read_rank)};
+    return {Key(v.place.model_dtype, p.bucket, kind), InBucketBegin(v.place, p, read_rank)};
   }
 
   TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
-    const CheckpointMetadata& m = place.reader.metadata();
-    return {DpReshardableKey(0, m.model_dtype, at::kFloat, place.bucket, kind), place.offset};
+    return {Key(place.saved.model_dtype, place.bucket, kind), place.offset};
   }
 };
 

@@ -36,6 +36,13 @@ class DpZeroGatherScatter : public ShardingFormat {
     }
   }
 
+  void PlanChunks(const ShardPlace& s, const std::vector<std::string>& kinds,
+                  std::vector<ChunkPlan>& out) const override {
+    if (s.rank != 0 || s.layout.buckets().empty()) return;
+    const int64_t all = s.layout.NumelUnpadded();
+    for (const std::string& kind : kinds) out.push_back({Key(s.model_dtype, kind), {all}, 0, all});
+  }
+
   void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                std::set<std::string>& keys) const override {
     if (opt.layout().buckets().empty()) return;
@@ -43,15 +50,15 @@ class DpZeroGatherScatter : public ShardingFormat {
   }
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {
-    const int dp = v.opt.comm().size(), rank = v.opt.comm().rank();
+    const int dp = v.place.dp, rank = v.place.rank;
     int read_rank = rank;
     if (FailpointOn("wrong_dp_rank_in_dp_zero_scatter")) read_rank = (rank + 1) % dp;
-    return {Key(v.opt.model_dtype(), kind),
-            v.bucket_prefix[static_cast<size_t>(p.bucket)] + InBucketBegin(v.opt, p, read_rank)};
+    return {Key(v.place.model_dtype, kind),
+            v.bucket_prefix[static_cast<size_t>(p.bucket)] + InBucketBegin(v.place, p, read_rank)};
   }
 
   TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
-    return {Key(place.reader.metadata().model_dtype, kind), place.bucket_prefix + place.offset};
+    return {Key(place.saved.model_dtype, kind), place.bucket_prefix + place.offset};
   }
 };
 

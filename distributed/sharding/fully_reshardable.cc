@@ -33,6 +33,18 @@ class FullyReshardable : public ShardingFormat {
     }
   }
 
+  void PlanChunks(const ShardPlace& s, const std::vector<std::string>& kinds,
+                  std::vector<ChunkPlan>& out) const override {
+    if (s.rank != 0) return;
+    for (const std::string& kind : kinds)
+      for (const Bucket& b : s.layout.buckets())
+        for (int pi : b.params) {
+          const PlacedParam& p = s.layout.params()[static_cast<size_t>(pi)];
+          const ParamInfo& info = s.params[static_cast<size_t>(p.param)];
+          out.push_back({ModelSpaceKey(kind, info.name), info.shape, 0, p.numel});
+        }
+  }
+
   void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                std::set<std::string>& keys) const override {
     for (const PlacedParam& p : opt.layout().params())
@@ -41,21 +53,21 @@ class FullyReshardable : public ShardingFormat {
   }
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {
-    const std::string& name = v.opt.params()[static_cast<size_t>(p.param)].name;
-    return {MainOrState(v.reader, kind, name), p.param_range.begin};
+    const std::string& name = v.place.params[static_cast<size_t>(p.param)].name;
+    return {MainOrState(v.saved, kind, name), p.param_range.begin};
   }
 
   TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
-    return {MainOrState(place.reader, kind, place.name), 0, true};
+    return {MainOrState(place.saved, kind, place.name), 0, true};
   }
 
  private:
   // The main param is "param", or "fp32_param" as fully_sharded_model_space
   // names it (a checkpoint may carry either).
-  static std::string MainOrState(const CheckpointReader& r, const std::string& kind,
+  static std::string MainOrState(const CheckpointMetadata& saved, const std::string& kind,
                                  const std::string& name) {
     const std::string key = ModelSpaceKey(kind, name);
-    if (kind == "param" && !r.Has(key)) return ModelSpaceKey("fp32_param", name);
+    if (kind == "param" && !saved.tensors.count(key)) return ModelSpaceKey("fp32_param", name);
     return key;
   }
 };

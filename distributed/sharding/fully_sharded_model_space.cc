@@ -28,6 +28,15 @@ class FullyShardedModelSpace : public ShardingFormat {
     }
   }
 
+  void PlanChunks(const ShardPlace& s, const std::vector<std::string>& kinds,
+                  std::vector<ChunkPlan>& out) const override {
+    for (const OwnedPiece& p : BufferPiecesOf(s.layout, s.rank)) {
+      const ParamInfo& info = s.params[static_cast<size_t>(p.param)];
+      for (const std::string& kind : kinds)
+        out.push_back({Key(kind, info.name), info.shape, p.param_range.begin, p.param_range.size()});
+    }
+  }
+
   void AddKeys(const DistributedOptimizer& opt, const std::vector<PieceKind>& kinds,
                std::set<std::string>& keys) const override {
     for (const PlacedParam& p : opt.layout().params())
@@ -36,13 +45,13 @@ class FullyShardedModelSpace : public ShardingFormat {
   }
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {
-    return {Key(kind, v.opt.params()[static_cast<size_t>(p.param)].name), p.param_range.begin};
+    return {Key(kind, v.place.params[static_cast<size_t>(p.param)].name), p.param_range.begin};
   }
 
   TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
     std::string key = Key(kind, place.name);
     // A main param saved as "param" (fully_reshardable's name) is read too.
-    if (kind == "param" && !place.reader.Has(key)) key = ModelSpaceKey("param", place.name);
+    if (kind == "param" && !place.saved.tensors.count(key)) key = ModelSpaceKey("param", place.name);
     return {key, 0, true};
   }
 };

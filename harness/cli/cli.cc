@@ -61,6 +61,7 @@ int RunCli(int argc, char** argv) {
   AddExportCommand(app, action);
   AddOptimizersCommand(app, action);
   AddGcCommand(app, action);
+  AddDryCommand(app, action);
   AddSelftestCommand(app, action);
   AddOracleCommand(app, action);
   // A first word that is no option and no subcommand: say so (CLI11 would

@@ -25,6 +25,7 @@ void AddCkptDiffCommand(CLI::App& app, std::function<int()>& action);
 void AddExportCommand(CLI::App& app, std::function<int()>& action);
 void AddOptimizersCommand(CLI::App& app, std::function<int()>& action);
 void AddGcCommand(CLI::App& app, std::function<int()>& action);
+void AddDryCommand(CLI::App& app, std::function<int()>& action);
 void AddSelftestCommand(CLI::App& app, std::function<int()>& action);
 void AddOracleCommand(CLI::App& app, std::function<int()>& action);
 

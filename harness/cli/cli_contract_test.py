@@ -217,6 +217,24 @@ def main():
          ["removed " + stale, "1 removed"], absent=stale)
     case("the checkpoint survives gc", ["inspect", w("saves")], 0, ["step             2"])
 
+    # The dry mode: planned checkpoints of a shapes file, and inspect of the
+    # planned metadata.json alone.
+    shapes = w("shapes.txt")
+    with open(shapes, "w") as f:
+        f.write("# two params\nemb=1000x64:embedding\n64x64\n")
+    case("dry plans every sharding type", ["dry", "--shapes", shapes, "--dp", "16",
+                                           "--write-metadata", w("dry")], 0,
+         ["dp_reshardable", "fully_sharded_model_space", "load at 12", "peak memory"])
+    case("inspect --metadata-only reads a planned metadata.json",
+         ["inspect", "--metadata-only", w("dry", "dp_reshardable")], 0,
+         ["dp_reshardable", "not verified", "rank_00015.safetensors"])
+    case("dry refuses a whole-param setup, naming it",
+         ["dry", "--shapes", shapes, "--optimizer", "muon"], 2, ["muon", "whole-param"])
+    case("dry: an unknown preset lists the presets", ["dry", "--preset", "gpt-5"], 2,
+         ["gpt-5", "gpt-175b, deepseek-v3-moe"])
+    case("dry: --layers needs a preset", ["dry", "--shapes", shapes, "--layers", "2"], 2,
+         ["--layers"])
+
     shutil.rmtree(WORK, ignore_errors=True)
     for f in FAILURES:
         print("FAIL:", f)

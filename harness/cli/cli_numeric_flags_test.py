@@ -49,6 +49,13 @@ def checkpoint():
     return ck
 
 
+def shapes_file():
+    path = os.path.join(WORK, "shapes.txt")
+    with open(path, "w") as f:
+        f.write("a=64x64\nb=64\n")
+    return path
+
+
 def base_args(sub, ck, cell):
     """Arguments that make `sub` valid and quick, the flag under test aside."""
     return {
@@ -66,6 +73,7 @@ def base_args(sub, ck, cell):
         "oracle": lambda: ["--model", "shapes:a=4x4", "--steps", "1", "--out",
                            fresh("o") + ".safetensors"],
         "optimizers": lambda: [],
+        "dry": lambda: ["--shapes", shapes_file()],
     }.get(sub, lambda: [])()
 
 

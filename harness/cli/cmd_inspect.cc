@@ -36,9 +36,20 @@ int64_t ChunkCount(const CheckpointMetadata& m) {
   return n;
 }
 
-// File name -> size in bytes, for every file the tensors name.
-std::map<std::string, int64_t> Files(const std::string& dir, const CheckpointMetadata& m) {
+// File name -> size in bytes, for every file the tensors name: from the
+// folder, or (on_disk false) as metadata.json records them (format version
+// 3 on; -1 where it does not).
+std::map<std::string, int64_t> Files(const std::string& dir, const CheckpointMetadata& m,
+                                     bool on_disk) {
   std::map<std::string, int64_t> files;
+  if (!on_disk) {
+    for (const auto& [key, t] : m.tensors)
+      for (const auto& c : t.chunks) {
+        const auto f = m.files.find(c.file);
+        files[c.file] = f == m.files.end() ? -1 : static_cast<int64_t>(f->second.bytes);
+      }
+    return files;
+  }
   for (const auto& [key, t] : m.tensors)
     for (const auto& c : t.chunks)
       if (!files.count(c.file))
@@ -54,7 +65,7 @@ int64_t ParamNumel(const CheckpointMetadata& m) {
 }
 
 nlohmann::ordered_json InspectJson(const std::string& dir, const CheckpointMetadata& m,
-                                   bool verified) {
+                                   bool verified, const std::map<std::string, int64_t>& files) {
   nlohmann::ordered_json j;
   j["dir"] = dir;
   j["format"] = kCheckpointFormatName;
@@ -88,7 +99,7 @@ nlohmann::ordered_json InspectJson(const std::string& dir, const CheckpointMetad
     lay["buffers"].push_back(jb);
   }
   lay["layer_wise_owner"] = m.layer_wise_owner;
-  j["files"] = Files(dir, m);
+  j["files"] = files;
   j["tensors"] = nlohmann::ordered_json::array();
   for (const auto& [key, t] : m.tensors)
     j["tensors"].push_back({{"key", key},
@@ -121,7 +132,8 @@ std::string ChildText(const nlohmann::ordered_json& child) {
   return s;
 }
 
-void PrintText(const std::string& dir, const CheckpointMetadata& m, bool verified) {
+void PrintText(const std::string& dir, const CheckpointMetadata& m, bool verified,
+               const std::map<std::string, int64_t>& files) {
   std::printf("checkpoint       %s\n", dir.c_str());
   std::printf("format           %s, version %d\n", kCheckpointFormatName, m.format_version);
   std::printf("sharding type    %s\n", ShardingTypeName(m.sharding_type).c_str());
@@ -165,7 +177,7 @@ void PrintText(const std::string& dir, const CheckpointMetadata& m, bool verifie
       std::printf("  %6zu  %12lld  %14lld  %6zu\n", k, static_cast<long long>(b.buckets[k].numel),
                   static_cast<long long>(b.buckets[k].numel_unpadded), b.buckets[k].params.size());
   }
-  for (const auto& [file, size] : Files(dir, m))
+  for (const auto& [file, size] : files)
     std::printf("file             %s (%lld bytes)\n", file.c_str(), static_cast<long long>(size));
   size_t width = 3;
   int64_t total = 0;
@@ -200,6 +212,18 @@ void PrintStale(const std::vector<StaleSave>& stale) {
                 static_cast<double>(s.bytes) / 1e6, s.age_s);
 }
 
+// inspect --metadata-only: `path` is a metadata.json or a folder holding one.
+int InspectMetadataOnly(const std::string& path, bool json) {
+  const fs::path file = fs::is_directory(path) ? fs::path(ResolveCheckpointDir(path)) / kMetadataFile
+                                               : fs::path(path);
+  const std::string dir = file.parent_path().string();
+  const CheckpointMetadata m = ReadMetadataFile(file.string());
+  if (json) std::cout << InspectJson(dir, m, false, Files(dir, m, false)).dump(1) << "\n";
+  else PrintText(dir, m, false, Files(dir, m, false));
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 void AddInspectCommand(CLI::App& app, std::function<int()>& action) {
@@ -217,8 +241,13 @@ void AddInspectCommand(CLI::App& app, std::function<int()>& action) {
   cmd->add_flag("--json", *json, "print one JSON object instead of the table");
   cmd->add_flag("--no-verify", *no_verify,
                 "skip reading the data and checking the chunk checksums");
-  cmd->callback([&action, dir, json, no_verify] {
+  auto metadata_only = std::make_shared<bool>(false);
+  cmd->add_flag("--metadata-only", *metadata_only,
+                "read metadata.json alone (DIR may name the file): no rank file is opened, file "
+                "sizes are the recorded ones, nothing is verified");
+  cmd->callback([&action, dir, json, no_verify, metadata_only] {
     action = [=]() {
+      if (*metadata_only) return InspectMetadataOnly(*dir, *json);
       const std::string resolved = ResolveCheckpointDir(*dir);
       CheckpointReader reader(resolved);
       if (!*no_verify) {
@@ -237,13 +266,14 @@ void AddInspectCommand(CLI::App& app, std::function<int()>& action) {
         for (const StaleSave& s : FindStaleSaves(*dir)) stale.push_back(s);
       }
       if (*json) {
-        nlohmann::ordered_json j = InspectJson(resolved, reader.metadata(), !*no_verify);
+        nlohmann::ordered_json j = InspectJson(resolved, reader.metadata(), !*no_verify,
+                                               Files(resolved, reader.metadata(), true));
         j["stale_saves"] = nlohmann::ordered_json::array();
         for (const StaleSave& s : stale)
           j["stale_saves"].push_back({{"path", s.path}, {"bytes", s.bytes}, {"age_s", s.age_s}});
         std::cout << j.dump(1) << "\n";
       } else {
-        PrintText(resolved, reader.metadata(), !*no_verify);
+        PrintText(resolved, reader.metadata(), !*no_verify, Files(resolved, reader.metadata(), true));
         PrintStale(stale);
       }
       std::fflush(stdout);
