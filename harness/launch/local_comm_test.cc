@@ -112,5 +112,22 @@ TEST(LocalGroup, AStalledPeerTimesTheOthersOut) {
   EXPECT_FALSE(errors[1]);
 }
 
+// The rank that times out breaks the group; a rank that arrives after is
+// told which rank timed out and in which collective.
+TEST(LocalGroup, ARankArrivingAfterAPeerTimedOutIsToldWhichAndWhere) {
+  const auto errors =
+      RunLocalRanksInProcess(2, std::chrono::milliseconds(300), [&](Communicator& comm) {
+        if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(900));
+        at::Tensor t = at::ones({4});
+        comm.AllReduce(t, ReduceOp::kSum);
+      });
+  EXPECT_NE(Message(errors[0]).find("all_reduce on rank 0 timed out after 300 ms"),
+            std::string::npos)
+      << Message(errors[0]);
+  EXPECT_NE(Message(errors[1]).find("all_reduce on rank 1 failed: rank 0 timed out in all_reduce"),
+            std::string::npos)
+      << Message(errors[1]);
+}
+
 }  // namespace
 }  // namespace shardcheck
