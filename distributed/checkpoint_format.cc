@@ -447,6 +447,7 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
     throw Error("checkpoint " + dir + " has no " + kMetadataFile +
                 ": not a committed checkpoint (an interrupted save leaves a .tmp- folder)");
   meta_ = ReadMetadataFile(meta_path);
+  index_ = TensorIndex(meta_);
   if (meta_.format_version >= 3) CheckListedFiles(dir, meta_);
   // Every file: present, a safetensors file, holding the named tensors at the indexed bytes.
   std::map<std::string, SafetensorsFile> files;
@@ -474,9 +475,9 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
 }
 
 const TensorRecord& CheckpointReader::Record(const std::string& key) const {
-  auto it = meta_.tensors.find(key);
-  if (it == meta_.tensors.end()) throw Error("checkpoint " + dir_ + " has no tensor " + key);
-  return it->second;
+  const TensorRecord* t = index_.Find(key);
+  if (!t) throw Error("checkpoint " + dir_ + " has no tensor " + key);
+  return *t;
 }
 
 const at::Tensor& CheckpointReader::Chunk(const TensorRecord& t, const ChunkRecord& c) {
@@ -501,13 +502,36 @@ const at::Tensor& CheckpointReader::Chunk(const TensorRecord& t, const ChunkReco
   return chunk_cache_.emplace(id, data).first->second;
 }
 
-ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel) {
+ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel, size_t* hint) {
   if (numel <= 0) return {0, 0};
-  const auto ends_before = [&](const ChunkRecord& c) { return c.offset + c.numel <= begin; };
-  const auto first = std::partition_point(t.chunks.begin(), t.chunks.end(), ends_before);
-  const auto last = std::partition_point(
-      first, t.chunks.end(), [&](const ChunkRecord& c) { return c.offset < begin + numel; });
-  return {static_cast<size_t>(first - t.chunks.begin()), static_cast<size_t>(last - t.chunks.begin())};
+  const size_t n = t.chunks.size();
+  const auto holds_begin = [&](size_t i) {
+    return i < n && t.chunks[i].offset <= begin && begin < t.chunks[i].offset + t.chunks[i].numel;
+  };
+  size_t first = 0;
+  if (hint && holds_begin(*hint)) {
+    first = *hint;
+  } else if (hint && holds_begin(*hint + 1)) {
+    first = *hint + 1;
+  } else {
+    const auto ends_before = [&](const ChunkRecord& c) { return c.offset + c.numel <= begin; };
+    first = static_cast<size_t>(
+        std::partition_point(t.chunks.begin(), t.chunks.end(), ends_before) - t.chunks.begin());
+  }
+  size_t last = first;  // the chunks that start before the range ends: the ones read
+  while (last < n && t.chunks[last].offset < begin + numel) ++last;
+  if (hint) *hint = first;
+  return {first, last};
+}
+
+TensorIndex::TensorIndex(const CheckpointMetadata& m) {
+  by_key_.reserve(m.tensors.size());
+  for (const auto& [key, t] : m.tensors) by_key_.emplace(key, &t);
+}
+
+const TensorRecord* TensorIndex::Find(const std::string& key) const {
+  const auto it = by_key_.find(key);
+  return it == by_key_.end() ? nullptr : it->second;
 }
 
 at::Tensor CheckpointReader::ReadRange(const std::string& key, int64_t begin, int64_t numel) {
@@ -517,7 +541,7 @@ at::Tensor CheckpointReader::ReadRange(const std::string& key, int64_t begin, in
                 std::to_string(begin + numel) + ") is outside tensor " + key + " (" +
                 std::to_string(t.Numel()) + " elements)");
   const int64_t end = begin + numel;
-  const ChunkSpan span = ChunksCovering(t, begin, numel);
+  const ChunkSpan span = ChunksCovering(t, begin, numel, &hint_);
   // One chunk holds the whole range (a same-DP load): its verified data.
   if (span.Size() == 1) {
     const ChunkRecord& c = t.chunks[span.first];

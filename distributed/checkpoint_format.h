@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "distributed/sharding_type.h"
@@ -83,11 +85,32 @@ struct BufferRecord {
 // The chunks of `t` that hold elements of [begin, begin + numel): indices
 // [first, last) of t.chunks (sorted by offset, disjoint), found by binary
 // search. Empty when numel <= 0.
+// `hint` (in and out, may be null): where to look first, the first chunk
+// of the caller's previous span; a rank reads its pieces in offset order,
+// so the next range usually starts in that chunk or the one after, found
+// in O(1). A wrong hint costs the binary search, never a wrong answer.
 struct ChunkSpan {
   size_t first = 0, last = 0;
   size_t Size() const { return last - first; }
 };
-ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel);
+ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel,
+                         size_t* hint = nullptr);
+
+struct CheckpointMetadata;
+
+// The tensors of a metadata by key in O(1): a load looks up the tensor of
+// every piece it owns, and `CheckpointMetadata::tensors` is a std::map of
+// long keys sharing long prefixes. Points into `m`, which must outlive it
+// unchanged.
+class TensorIndex {
+ public:
+  TensorIndex() = default;
+  explicit TensorIndex(const CheckpointMetadata& m);
+  const TensorRecord* Find(const std::string& key) const;
+
+ private:
+  std::unordered_map<std::string_view, const TensorRecord*> by_key_;
+};
 
 // One file of the checkpoint folder (format version 3 on).
 struct FileRecord {
@@ -145,10 +168,13 @@ class CheckpointReader {
   // Throws Error naming the folder or file (no metadata.json: "not a
   // committed checkpoint"; unknown format version; missing or truncated file).
   explicit CheckpointReader(const std::string& dir);
+  // Not copyable: the index points into this reader's metadata.
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
 
   const std::string& dir() const { return dir_; }
   const CheckpointMetadata& metadata() const { return meta_; }
-  bool Has(const std::string& key) const { return meta_.tensors.count(key) > 0; }
+  bool Has(const std::string& key) const { return index_.Find(key) != nullptr; }
   const TensorRecord& Record(const std::string& key) const;
 
   // Elements [begin, begin + numel) of the flattened tensor `key`, in its
@@ -168,6 +194,8 @@ class CheckpointReader {
 
   std::string dir_;
   CheckpointMetadata meta_;
+  TensorIndex index_;  // of meta_
+  size_t hint_ = 0;    // ChunksCovering's, from the last ReadRange
   std::map<std::string, at::Tensor> chunk_cache_;  // "file:name" -> verified data
 };
 

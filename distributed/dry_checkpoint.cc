@@ -145,6 +145,8 @@ DryLoad PlanDryLoad(const DryModel& model, const CheckpointMetadata& saved, int 
   const std::vector<int64_t> prefix = BucketPrefix(layout);
   DryLoad out;
   const Clock::time_point t0 = Clock::now();
+  const TensorIndex index(saved);  // as CheckpointReader builds it
+  size_t hint = 0;                 // as CheckpointReader::ReadRange keeps it
   for (int rank = 0; rank < dp; ++rank) {
     const Clock::time_point r0 = Clock::now();
     const ShardPlace place{layout, model.params, model.model_dtype, rank, dp};
@@ -152,13 +154,13 @@ DryLoad PlanDryLoad(const DryModel& model, const CheckpointMetadata& saved, int 
     for (const OwnedPiece& p : BufferPiecesOf(layout, rank)) {
       for (const std::string& kind : kinds) {
         const TensorRange where = format.Locate(view, p, kind);
-        const auto rec = saved.tensors.find(where.key);
-        if (rec == saved.tensors.end()) throw Error("dry load: no tensor " + where.key);
+        const TensorRecord* rec = index.Find(where.key);
+        if (!rec) throw Error("dry load: no tensor " + where.key);
         const int64_t n = p.param_range.size();
-        const ChunkSpan span = ChunksCovering(rec->second, where.begin, n);
+        const ChunkSpan span = ChunksCovering(*rec, where.begin, n, &hint);
         int64_t covered = 0;
         for (size_t i = span.first; i < span.last; ++i) {
-          const ChunkRecord& c = rec->second.chunks[i];
+          const ChunkRecord& c = rec->chunks[i];
           covered += std::min(where.begin + n, c.offset + c.numel) - std::max(where.begin, c.offset);
         }
         if (covered != n)

@@ -6,7 +6,7 @@
 // every file's size and header size, and metadata.json's length (the real
 // checksums have the dry zeros' length). The dry load plans every piece of
 // every rank at another DP size, and ChunksCovering finds the chunks a
-// range touches.
+// range touches, with any hint.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -148,6 +148,17 @@ TEST(ChunksCovering, FindsExactlyTheChunksARangeTouches) {
   EXPECT_EQ(span(99, 1), std::make_pair(size_t{3}, size_t{4}));
   EXPECT_EQ(span(0, 100), std::make_pair(size_t{0}, size_t{4}));
   EXPECT_EQ(ChunksCovering(t, 50, 0).Size(), 0u);
+  // Any hint, right, wrong or past the end, gives the same span, and is
+  // left at the span's first chunk.
+  for (int64_t b = 0; b < 100; ++b)
+    for (int64_t n = 1; b + n <= 100; n += 7)
+      for (size_t h = 0; h < 6; ++h) {
+        size_t hint = h;
+        const ChunkSpan with = ChunksCovering(t, b, n, &hint), without = ChunksCovering(t, b, n);
+        EXPECT_EQ(with.first, without.first) << b << " " << n << " hint " << h;
+        EXPECT_EQ(with.last, without.last) << b << " " << n << " hint " << h;
+        EXPECT_EQ(hint, with.first);
+      }
 }
 
 }  // namespace
