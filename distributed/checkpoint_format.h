@@ -176,6 +176,7 @@ class CheckpointReader {
   const CheckpointMetadata& metadata() const { return meta_; }
   bool Has(const std::string& key) const { return index_.Find(key) != nullptr; }
   const TensorRecord& Record(const std::string& key) const;
+  const TensorIndex& index() const { return index_; }
 
   // Elements [begin, begin + numel) of the flattened tensor `key`, in its
   // dtype. Every chunk it touches is checksum-verified (once). Throws Error

@@ -52,7 +52,7 @@ LoadPlan ReadOwnedPieces(DistributedOptimizer& opt, CheckpointReader& reader,
   const ShardingFormat& format = FormatOf(reader.metadata().sharding_type);
   const std::vector<int64_t> prefix = BucketPrefix(opt.layout());
   const ShardPlace place = PlaceOf(opt);
-  const LoadView view{place, reader.metadata(), prefix};
+  const LoadView view{place, reader.metadata(), reader.index(), prefix};
   LoadPlan plan;
   for (OwnedPiece& p : opt.Owned()) {
     for (const PieceKind& kind : PieceKinds(StateNames(opt, p.child))) {

@@ -150,7 +150,7 @@ DryLoad PlanDryLoad(const DryModel& model, const CheckpointMetadata& saved, int 
   for (int rank = 0; rank < dp; ++rank) {
     const Clock::time_point r0 = Clock::now();
     const ShardPlace place{layout, model.params, model.model_dtype, rank, dp};
-    const LoadView view{place, saved, prefix};
+    const LoadView view{place, saved, index, prefix};
     for (const OwnedPiece& p : BufferPiecesOf(layout, rank)) {
       for (const std::string& kind : kinds) {
         const TensorRange where = format.Locate(view, p, kind);

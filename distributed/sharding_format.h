@@ -36,6 +36,7 @@
 namespace shardcheck {
 
 struct CheckpointMetadata;
+class TensorIndex;
 
 // A rank's place in the buffer, without data: the layout, the params and
 // the rank. A DistributedOptimizer's (PlaceOf), or one the dry mode builds.
@@ -115,6 +116,7 @@ struct TensorRange {
 struct LoadView {
   const ShardPlace& place;
   const CheckpointMetadata& saved;
+  const TensorIndex& index;  // of `saved`
   // Sum of numel_unpadded of the buckets before each bucket (this layout's,
   // equal to the checkpoint's for the types that store buffer space).
   const std::vector<int64_t>& bucket_prefix;

@@ -54,21 +54,23 @@ class FullyReshardable : public ShardingFormat {
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {
     const std::string& name = v.place.params[static_cast<size_t>(p.param)].name;
-    return {MainOrState(v.saved, kind, name), p.param_range.begin};
+    const std::string key = ModelSpaceKey(kind, name);
+    const bool saved = kind != "param" || v.index.Find(key) != nullptr;
+    return {saved ? key : FullyShardedMainKey(name), p.param_range.begin};
   }
 
   TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
-    return {MainOrState(place.saved, kind, place.name), 0, true};
+    const std::string key = ModelSpaceKey(kind, place.name);
+    const bool saved = kind != "param" || place.saved.tensors.count(key) > 0;
+    return {saved ? key : FullyShardedMainKey(place.name), 0, true};
   }
 
  private:
   // The main param is "param", or "fp32_param" as fully_sharded_model_space
-  // names it (a checkpoint may carry either).
-  static std::string MainOrState(const CheckpointMetadata& saved, const std::string& kind,
-                                 const std::string& name) {
-    const std::string key = ModelSpaceKey(kind, name);
-    if (kind == "param" && !saved.tensors.count(key)) return ModelSpaceKey("fp32_param", name);
-    return key;
+  // names it: a checkpoint may carry either, and a load takes the other
+  // when "param" is absent.
+  static std::string FullyShardedMainKey(const std::string& name) {
+    return ModelSpaceKey("fp32_param", name);
   }
 };
 
