@@ -140,8 +140,7 @@ nlohmann::json WriteRankFile(const fs::path& tmp, int rank, const std::vector<Pe
         c.parts.size() == 1 ? c.parts[0].sizes().vec() : std::vector<int64_t>{c.Numel()};
     tensors.push_back({c.key, shape, c.parts});
   }
-  WriteSafetensorsParts(path, tensors,
-                        {{"format", kCheckpointFormatName}, {"rank", std::to_string(rank)}},
+  WriteSafetensorsParts(path, tensors, RankFileTags(rank),
                         [rank] { Failpoint("save.rank_file_partial", rank); });
   Failpoint("save.after_rank_file", rank);
   const SafetensorsFile header = ReadSafetensorsHeader(path);

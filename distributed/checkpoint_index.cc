@@ -94,6 +94,10 @@ BufferRecord LayoutRecord(const BufferLayout& layout, const std::vector<ParamInf
   return buf;
 }
 
+std::map<std::string, std::string> RankFileTags(int rank) {
+  return {{"format", kCheckpointFormatName}, {"rank", std::to_string(rank)}};
+}
+
 std::vector<std::string> BucketSizeKeys(c10::ScalarType model_dtype) {
   const std::string prefix = BufferPrefix(0, model_dtype, at::kFloat);
   return {prefix + ".per_bucket_numel", prefix + ".per_bucket_numel_unpadded"};

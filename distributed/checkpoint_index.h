@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ void AddRankFiles(CheckpointMetadata& m, const std::vector<std::string>& per_ran
 // their sizes and their params' places.
 BufferRecord LayoutRecord(const BufferLayout& layout, const std::vector<ParamInfo>& params,
                           c10::ScalarType model_dtype);
+
+// The "__metadata__" of rank `rank`'s safetensors file.
+std::map<std::string, std::string> RankFileTags(int rank);
 
 // The keys of the two bucket-size tensors (int64, one element per bucket)
 // that rank 0 writes for the types that store buffer space: padded, then

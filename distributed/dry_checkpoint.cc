@@ -81,8 +81,7 @@ std::string RankRecord(int rank, const std::vector<ChunkPlan>& chunks, c10::Scal
   std::vector<SafetensorsSpec> specs;
   specs.reserve(chunks.size());
   for (const ChunkPlan& c : chunks) specs.push_back({c.key, ChunkDtype(c, model_dtype), {c.numel}});
-  const SafetensorsLayout layout = LayOutSafetensors(
-      file, specs, {{"format", kCheckpointFormatName}, {"rank", std::to_string(rank)}});
+  const SafetensorsLayout layout = LayOutSafetensors(file, specs, RankFileTags(rank));
   header_bytes = layout.DataOffset();
   std::vector<WrittenChunk> written;
   written.reserve(chunks.size());
