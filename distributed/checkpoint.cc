@@ -140,15 +140,20 @@ nlohmann::json WriteRankFile(const fs::path& tmp, int rank, const std::vector<Pe
         c.parts.size() == 1 ? c.parts[0].sizes().vec() : std::vector<int64_t>{c.Numel()};
     tensors.push_back({c.key, shape, c.parts});
   }
-  WriteSafetensorsParts(path, tensors, RankFileTags(rank),
-                        [rank] { Failpoint("save.rank_file_partial", rank); });
+  // Each chunk's checksum is taken in the write's own pass over its bytes.
+  std::vector<Xxh3Stream> sums(chunks.size());
+  WriteSafetensorsParts(
+      path, tensors, RankFileTags(rank), [rank] { Failpoint("save.rank_file_partial", rank); },
+      [&sums](size_t chunk, const void* data, size_t size) { sums[chunk].Update(data, size); });
   Failpoint("save.after_rank_file", rank);
   const SafetensorsFile header = ReadSafetensorsHeader(path);
   std::vector<WrittenChunk> written;
   written.reserve(chunks.size());
-  for (const PendingChunk& c : chunks)
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const PendingChunk& c = chunks[i];
     written.push_back(
-        {c.key, c.parts[0].scalar_type(), c.shape, c.offset, c.Numel(), Xxh3Hex(c.parts)});
+        {c.key, c.parts[0].scalar_type(), c.shape, c.offset, c.Numel(), sums[i].Hex()});
+  }
   return RankFileJson(file, RecordFile(path), header.DataOffset(), header.entries, written);
 }
 

@@ -1,12 +1,16 @@
 #include "distributed/checkpoint_format.h"
 
+#include <simdjson.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <string_view>
+#include <unordered_set>
 
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
@@ -74,14 +78,27 @@ std::string Hex64(uint64_t v) {
 std::string Xxh3Hex(const void* data, size_t size) { return Hex64(XXH3_64bits(data, size)); }
 
 std::string Xxh3Hex(const std::vector<at::Tensor>& parts) {
-  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
-                                                                        &XXH3_freeState);
-  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK)
-    throw Error("cannot start an XXH3 checksum", ErrorKind::kEnvironment);
+  Xxh3Stream sum;
   for (const at::Tensor& p : parts)
-    XXH3_64bits_update(state.get(), p.data_ptr(),
-                       static_cast<size_t>(p.numel()) * p.element_size());
-  return Hex64(XXH3_64bits_digest(state.get()));
+    sum.Update(p.data_ptr(), static_cast<size_t>(p.numel()) * p.element_size());
+  return sum.Hex();
+}
+
+Xxh3Stream::Xxh3Stream() {
+  XXH3_state_t* s = XXH3_createState();
+  if (!s || XXH3_64bits_reset(s) != XXH_OK) {
+    if (s) XXH3_freeState(s);
+    throw Error("cannot start an XXH3 checksum", ErrorKind::kEnvironment);
+  }
+  state_ = std::shared_ptr<void>(s, [](void* p) { XXH3_freeState(static_cast<XXH3_state_t*>(p)); });
+}
+
+void Xxh3Stream::Update(const void* data, size_t size) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_.get()), data, size);
+}
+
+std::string Xxh3Stream::Hex() const {
+  return Hex64(XXH3_64bits_digest(static_cast<XXH3_state_t*>(state_.get())));
 }
 
 namespace {
@@ -299,61 +316,78 @@ void ReadFiles(const nlohmann::json& j, CheckpointMetadata& m, std::string& fiel
   }
 }
 
+// metadata.json's `tensors` holds every chunk of every rank: hundreds of MB
+// at thousands of ranks (docs/performance.md, "Cost at scale"). It is read
+// from simdjson's DOM straight into TensorRecords; the other members (KBs)
+// go through nlohmann and the readers above.
+
+std::string JsonString(simdjson::dom::element e) { return std::string(std::string_view(e)); }
+
+// The listed files' names (version 3), looked up once per chunk.
+using FileNames = std::unordered_set<std::string_view>;
+
 // One chunk of tensor t, checked against the tensor and the listed files.
-ChunkRecord ReadChunk(const nlohmann::json& jc, const TensorRecord& t, const CheckpointMetadata& m) {
+ChunkRecord ReadChunk(simdjson::dom::element jc, const TensorRecord& t, const CheckpointMetadata& m,
+                      const FileNames& files) {
   ChunkRecord c;
-  c.offset = JsonInteger<int64_t>(jc.at("offset"));
-  c.numel = JsonInteger<int64_t>(jc.at("numel"));
-  c.file = jc.at("file").get<std::string>();
-  c.name = jc.at("name").get<std::string>();
-  auto br = JsonIntegers<uint64_t>(jc.at("byte_range"));
+  c.offset = jc["offset"].get_int64();
+  c.numel = jc["numel"].get_int64();
+  c.file = JsonString(jc["file"]);
+  c.name = JsonString(jc["name"]);
+  const simdjson::dom::array br = jc["byte_range"].get_array();
   if (br.size() != 2) throw Error("byte_range must hold two numbers");
-  c.byte_begin = br[0];
-  c.byte_end = br[1];
-  c.xxh3 = jc.at("xxh3").get<std::string>();
+  c.byte_begin = br.at(0).get_uint64();
+  c.byte_end = br.at(1).get_uint64();
+  c.xxh3 = JsonString(jc["xxh3"]);
   CheckPlainFileName(c.file);
-  if (m.format_version >= 3 && !m.files.count(c.file))
+  if (m.format_version >= 3 && !files.count(c.file))
     throw Error("file '" + c.file + "' is not among the listed files");
   if (c.offset < 0 || c.numel <= 0 || c.offset > t.Numel() - c.numel)
     throw Error("chunk [" + std::to_string(c.offset) + ", +" + std::to_string(c.numel) +
                 ") outside the tensor's " + std::to_string(t.Numel()) + " elements");
-  if (c.byte_end - c.byte_begin != static_cast<uint64_t>(c.numel) * c10::elementSize(t.dtype))
+  if (c.byte_end < c.byte_begin ||
+      c.byte_end - c.byte_begin != static_cast<uint64_t>(c.numel) * c10::elementSize(t.dtype))
     throw Error("chunk byte_range does not hold its elements");
   return c;
 }
 
-// The tensor index: each tensor's chunks in offset order, never overlapping.
-void ReadTensors(const nlohmann::json& j, CheckpointMetadata& m, std::string& field) {
+// One tensor's record: each chunk in offset order, never overlapping.
+TensorRecord ReadTensor(const std::string& key, simdjson::dom::element jt,
+                        const CheckpointMetadata& m, const FileNames& files) {
+  TensorRecord t;
+  t.key = key;
+  t.dtype = ParseSafetensorsDtype(JsonString(jt["dtype"]));
+  for (simdjson::dom::element d : jt["shape"].get_array()) t.shape.push_back(d.get_int64());
+  CheckShape(t.shape);
+  const simdjson::dom::array chunks = jt["chunks"].get_array();
+  t.chunks.reserve(chunks.size());
+  for (simdjson::dom::element jc : chunks) t.chunks.push_back(ReadChunk(jc, t, m, files));
+  std::sort(t.chunks.begin(), t.chunks.end(),
+            [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
+  for (size_t i = 1; i < t.chunks.size(); ++i)
+    if (t.chunks[i].offset < t.chunks[i - 1].offset + t.chunks[i - 1].numel)
+      throw Error("chunks overlap at element " + std::to_string(t.chunks[i].offset));
+  return t;
+}
+
+// The tensor index.
+void ReadTensors(simdjson::dom::element j, CheckpointMetadata& m, std::string& field) {
   field = "tensors";
-  for (auto it = j.at("tensors").begin(); it != j.at("tensors").end(); ++it) {
-    field = "tensors." + it.key();
-    TensorRecord t;
-    t.key = it.key();
-    t.dtype = ParseSafetensorsDtype(it->at("dtype").get<std::string>());
-    t.shape = JsonIntegers<int64_t>(it->at("shape"));
-    CheckShape(t.shape);
-    for (const auto& jc : it->at("chunks")) t.chunks.push_back(ReadChunk(jc, t, m));
-    std::sort(t.chunks.begin(), t.chunks.end(),
-              [](const ChunkRecord& a, const ChunkRecord& b) { return a.offset < b.offset; });
-    for (size_t i = 1; i < t.chunks.size(); ++i)
-      if (t.chunks[i].offset < t.chunks[i - 1].offset + t.chunks[i - 1].numel)
-        throw Error("chunks overlap at element " + std::to_string(t.chunks[i].offset));
-    m.tensors[t.key] = std::move(t);
+  FileNames files;
+  for (const auto& [name, record] : m.files) files.insert(name);
+  for (const simdjson::dom::key_value_pair kv : j.get_object()) {
+    const std::string key(kv.key);
+    field = "tensors." + key;
+    TensorRecord t = ReadTensor(key, kv.value, m, files);
+    if (!m.tensors.emplace(key, std::move(t)).second) throw Error("listed twice");
   }
 }
 
-}  // namespace
-
-CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const std::string& path) {
-  CheckpointMetadata m;
-  std::string field;
+// Runs `read` with FromJson's error wrapping: "PATH: FIELD: what", or
+// "PATH: malformed field 'FIELD': what" for a JSON type or key error.
+void Wrapped(const std::string& path, std::string& field, const std::function<void()>& read) {
   try {
-    ReadHeader(j, path, m, field);
-    ReadRun(j, m, field);
-    ReadGroupsAndParams(j, m, field);
-    ReadLayout(j, m, field);
-    ReadFiles(j, m, field);
-    ReadTensors(j, m, field);
+    read();
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.rfind(path, 0) == 0) throw;
@@ -361,6 +395,41 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
   } catch (const std::exception& e) {
     throw Error(path + ": malformed field '" + field + "': " + e.what());
   }
+}
+
+// Every member but `tensors`, from `j` (an object).
+CheckpointMetadata ReadAllButTensors(const nlohmann::json& j, const std::string& path,
+                                     std::string& field) {
+  CheckpointMetadata m;
+  Wrapped(path, field, [&] {
+    ReadHeader(j, path, m, field);
+    ReadRun(j, m, field);
+    ReadGroupsAndParams(j, m, field);
+    ReadLayout(j, m, field);
+    ReadFiles(j, m, field);
+  });
+  return m;
+}
+
+// `text` parsed by simdjson; throws Error naming `path`.
+simdjson::dom::element ParseJson(simdjson::dom::parser& parser, const std::string& text,
+                                 const std::string& path) {
+  simdjson::dom::element doc;
+  const simdjson::error_code e = parser.parse(simdjson::padded_string(text)).get(doc);
+  if (e) throw Error(path + ": not valid JSON: " + simdjson::error_message(e));
+  return doc;
+}
+
+}  // namespace
+
+CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const std::string& path) {
+  std::string field;
+  CheckpointMetadata m = ReadAllButTensors(j, path, field);
+  simdjson::dom::parser parser;
+  Wrapped(path, field, [&] {
+    field = "tensors";
+    ReadTensors(ParseJson(parser, j.at("tensors").dump(), path), m, field);
+  });
   return m;
 }
 
@@ -372,13 +441,21 @@ CheckpointMetadata ReadMetadataFile(const std::string& path) {
 
 CheckpointMetadata ParseMetadataText(const std::string& text, const std::string& path) {
   const SealState seal = CheckSeal(text, path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
-  }
-  CheckpointMetadata m = CheckpointMetadata::FromJson(j, path);
+  simdjson::dom::parser parser;
+  const simdjson::dom::element doc = ParseJson(parser, text, path);
+  simdjson::dom::object members;
+  if (doc.get_object().get(members)) throw Error(path + ": not a JSON object");
+  // Every member but `tensors` through nlohmann (kilobytes), `tensors` from the DOM.
+  nlohmann::json rest = nlohmann::json::object();
+  for (const simdjson::dom::key_value_pair kv : members)
+    if (kv.key != "tensors")
+      rest[std::string(kv.key)] = nlohmann::json::parse(simdjson::minify(kv.value));
+  std::string field;
+  CheckpointMetadata m = ReadAllButTensors(rest, path, field);
+  Wrapped(path, field, [&] {
+    field = "tensors";
+    ReadTensors(members["tensors"], m, field);
+  });
   if (m.format_version >= 3 && seal == SealState::kAbsent)
     throw Error(path + ": format version " + std::to_string(m.format_version) + " needs its " +
                 kSealMember + " checksum as the last member, and it is missing or damaged");
@@ -393,186 +470,6 @@ FileRecord RecordFile(const std::string& path) {
   const std::string prefix = ReadFilePrefix(path, f.header_bytes);
   f.header_xxh3 = Xxh3Hex(prefix.data(), prefix.size());
   return f;
-}
-
-namespace {
-
-bool IsInterruptedSaveName(const std::string& name) {
-  const size_t at = name.rfind(".tmp-");
-  return at != std::string::npos && at + 5 < name.size() &&
-         name.find_first_not_of("0123456789abcdef", at + 5) == std::string::npos;
-}
-
-// Version 3: the folder holds exactly metadata.json and the listed files,
-// each of its recorded size and header checksum.
-void CheckListedFiles(const std::string& dir, const CheckpointMetadata& m) {
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name != kMetadataFile && !m.files.count(name))
-      throw Error("checkpoint " + dir + ": unexpected file " + name + " (not listed in " +
-                  kMetadataFile + ")");
-  }
-  for (const auto& [name, f] : m.files) {
-    const std::string path = (fs::path(dir) / name).string();
-    if (!fs::exists(path)) throw Error("checkpoint " + dir + ": file " + name + " is missing");
-    const uint64_t bytes = fs::file_size(path);
-    if (bytes != f.bytes)
-      throw Error(path + ": " + std::to_string(bytes) + " bytes, " + kMetadataFile + " records " +
-                  std::to_string(f.bytes) + (bytes < f.bytes ? " (truncated)" : ""));
-    const std::string header = ReadFilePrefix(path, f.header_bytes);
-    const std::string sum = Xxh3Hex(header.data(), header.size());
-    if (sum != f.header_xxh3)
-      throw Error(path + ": header checksum mismatch (xxh3 " + sum + ", expected " + f.header_xxh3 +
-                  "): the file is corrupt");
-  }
-}
-
-}  // namespace
-
-CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) throw Error("checkpoint " + dir + " does not exist");
-  if (!fs::is_directory(dir, ec))
-    throw Error("checkpoint " + dir + " is a file, not a checkpoint folder" +
-                (fs::path(dir).extension() == ".safetensors"
-                     ? std::string(" (a .safetensors file: compare it with `shardcheck ckpt-diff`)")
-                     : std::string()));
-  std::string name = dir;
-  while (name.size() > 1 && name.back() == '/') name.pop_back();
-  if (IsInterruptedSaveName(fs::path(name).filename().string()))
-    throw Error("checkpoint " + dir +
-                " is an incomplete save (interrupted before its commit; shardcheck gc removes it)");
-  const std::string meta_path = (fs::path(dir) / kMetadataFile).string();
-  if (!fs::exists(meta_path))
-    throw Error("checkpoint " + dir + " has no " + kMetadataFile +
-                ": not a committed checkpoint (an interrupted save leaves a .tmp- folder)");
-  meta_ = ReadMetadataFile(meta_path);
-  index_ = TensorIndex(meta_);
-  if (meta_.format_version >= 3) CheckListedFiles(dir, meta_);
-  // Every file: present, a safetensors file, holding the named tensors at the indexed bytes.
-  std::map<std::string, SafetensorsFile> files;
-  for (const auto& [key, t] : meta_.tensors) {
-    for (const ChunkRecord& c : t.chunks) {
-      const std::string path = (fs::path(dir) / c.file).string();
-      auto it = files.find(c.file);
-      if (it == files.end()) {
-        if (!fs::exists(path))
-          throw Error("checkpoint " + dir + ": file " + c.file + " is missing (tensor " + key +
-                      ")");
-        it = files.emplace(c.file, ReadSafetensorsHeader(path)).first;
-      }
-      const SafetensorsFile& f = it->second;
-      const SafetensorsEntry* e = nullptr;
-      for (const auto& entry : f.entries)
-        if (entry.name == c.name) e = &entry;
-      if (!e) throw Error(path + " lacks tensor " + c.name + " (indexed for " + key + ")");
-      if (f.DataOffset() + e->begin != c.byte_begin || f.DataOffset() + e->end != c.byte_end ||
-          e->dtype != t.dtype)
-        throw Error(path + ", tensor " + c.name + ": header disagrees with " + kMetadataFile +
-                    " (byte range or dtype)");
-    }
-  }
-}
-
-const TensorRecord& CheckpointReader::Record(const std::string& key) const {
-  const TensorRecord* t = index_.Find(key);
-  if (!t) throw Error("checkpoint " + dir_ + " has no tensor " + key);
-  return *t;
-}
-
-const at::Tensor& CheckpointReader::Chunk(const TensorRecord& t, const ChunkRecord& c) {
-  const std::string id = c.file + ":" + c.name;
-  auto it = chunk_cache_.find(id);
-  if (it != chunk_cache_.end()) return it->second;
-  const std::string path = (fs::path(dir_) / c.file).string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + path + " (tensor " + t.key + ")");
-  at::Tensor data = at::empty({c.numel}, at::TensorOptions().dtype(t.dtype));
-  in.seekg(static_cast<std::streamoff>(c.byte_begin));
-  in.read(static_cast<char*>(data.data_ptr()),
-          static_cast<std::streamsize>(c.byte_end - c.byte_begin));
-  if (!in)
-    throw Error(path + ", tensor " + c.name + ": truncated (cannot read bytes " +
-                std::to_string(c.byte_begin) + ".." + std::to_string(c.byte_end) + ")");
-  const std::string sum = Xxh3Hex(data.data_ptr(), c.byte_end - c.byte_begin);
-  if (sum != c.xxh3)
-    throw Error("checksum mismatch in " + c.file + ", tensor " + t.key + " (elements " +
-                std::to_string(c.offset) + ".." + std::to_string(c.offset + c.numel) + "): xxh3 " +
-                sum + ", expected " + c.xxh3);
-  return chunk_cache_.emplace(id, data).first->second;
-}
-
-ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel, size_t* hint) {
-  if (numel <= 0) return {0, 0};
-  const size_t n = t.chunks.size();
-  const auto holds_begin = [&](size_t i) {
-    return i < n && t.chunks[i].offset <= begin && begin < t.chunks[i].offset + t.chunks[i].numel;
-  };
-  size_t first = 0;
-  if (hint && holds_begin(*hint)) {
-    first = *hint;
-  } else if (hint && holds_begin(*hint + 1)) {
-    first = *hint + 1;
-  } else {
-    const auto ends_before = [&](const ChunkRecord& c) { return c.offset + c.numel <= begin; };
-    first = static_cast<size_t>(
-        std::partition_point(t.chunks.begin(), t.chunks.end(), ends_before) - t.chunks.begin());
-  }
-  size_t last = first;  // the chunks that start before the range ends: the ones read
-  while (last < n && t.chunks[last].offset < begin + numel) ++last;
-  if (hint) *hint = first;
-  return {first, last};
-}
-
-TensorIndex::TensorIndex(const CheckpointMetadata& m) {
-  by_key_.reserve(m.tensors.size());
-  for (const auto& [key, t] : m.tensors) by_key_.emplace(key, &t);
-}
-
-const TensorRecord* TensorIndex::Find(const std::string& key) const {
-  const auto it = by_key_.find(key);
-  return it == by_key_.end() ? nullptr : it->second;
-}
-
-at::Tensor CheckpointReader::ReadRange(const std::string& key, int64_t begin, int64_t numel) {
-  const TensorRecord& t = Record(key);
-  if (begin < 0 || numel < 0 || begin + numel > t.Numel())
-    throw Error("checkpoint " + dir_ + ": range [" + std::to_string(begin) + ", " +
-                std::to_string(begin + numel) + ") is outside tensor " + key + " (" +
-                std::to_string(t.Numel()) + " elements)");
-  const int64_t end = begin + numel;
-  const ChunkSpan span = ChunksCovering(t, begin, numel, &hint_);
-  // One chunk holds the whole range (a same-DP load): its verified data.
-  if (span.Size() == 1) {
-    const ChunkRecord& c = t.chunks[span.first];
-    if (c.offset <= begin && end <= c.offset + c.numel)
-      return Chunk(t, c).narrow(0, begin - c.offset, numel);
-  }
-  at::Tensor out = at::empty({numel}, at::TensorOptions().dtype(t.dtype));
-  int64_t covered = begin;
-  for (size_t i = span.first; i < span.last; ++i) {
-    const ChunkRecord& c = t.chunks[i];
-    const int64_t lo = std::max(covered, c.offset), hi = std::min(end, c.offset + c.numel);
-    if (lo >= hi) continue;
-    if (lo != covered) break;  // a hole
-    out.narrow(0, lo - begin, hi - lo).copy_(Chunk(t, c).narrow(0, lo - c.offset, hi - lo));
-    covered = hi;
-  }
-  if (covered != end)
-    throw Error("checkpoint " + dir_ + ": tensor " + key + " has no data for elements " +
-                std::to_string(covered) + ".." + std::to_string(end));
-  return out;
-}
-
-at::Tensor CheckpointReader::ReadFull(const std::string& key) {
-  const TensorRecord& t = Record(key);
-  return ReadRange(key, 0, t.Numel()).view(t.shape);
-}
-
-void CheckpointReader::VerifyAll() {
-  for (const auto& [key, t] : meta_.tensors)
-    for (const ChunkRecord& c : t.chunks) Chunk(t, c);
-  chunk_cache_.clear();
 }
 
 }  // namespace shardcheck

@@ -1,14 +1,16 @@
 // The on-disk checkpoint format (docs/checkpoint-format.md): a folder of
 // per-rank safetensors files plus metadata.json, the index and commit
 // marker. This file holds the metadata model, the key names of the four
-// sharding types, and the reader that assembles any element range of any
-// tensor from its chunks, verifying each chunk's xxh3-64 checksum.
+// sharding types (checkpoint_format.cc), and the reader that assembles any
+// element range of any tensor from its chunks, verifying each chunk's
+// xxh3-64 checksum (checkpoint_reader.cc).
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -17,11 +19,14 @@
 #include <vector>
 
 #include "distributed/sharding_type.h"
+#include "spec/error.h"
 #include "spec/lr_schedule.h"
 #include "spec/params.h"
 #include "spec/state_dict.h"
 
 namespace shardcheck {
+
+class ReadOnlyFile;  // distributed/file_util.h
 
 // Version 2 added the lr schedule. Version 1 is still read: its schedule is
 // taken as constant at the lr of its first child (docs/checkpoint-format.md).
@@ -187,22 +192,64 @@ class CheckpointReader {
   at::Tensor ReadRange(const std::string& key, int64_t begin, int64_t numel);
   // The whole tensor in its global shape.
   at::Tensor ReadFull(const std::string& key);
+
+  // Elements [begin, begin + numel) of the flattened tensor `key`.
+  struct Range {
+    std::string key;
+    int64_t begin = 0;
+    int64_t numel = 0;
+  };
+  // Every range of `ranges`, each in a tensor of its own (not a view of
+  // anything the reader keeps), with the checks and errors of ReadRange.
+  // Each chunk touched is read once, in file order: the bytes a range needs
+  // go straight into its result, the rest of the chunk passes through a
+  // small buffer for its checksum, so a load stages what it needs and no
+  // more (a dp_zero_gather_scatter chunk holds every rank's pieces). A
+  // result is complete and verified once the call returns.
+  std::vector<at::Tensor> ReadRanges(const std::vector<Range>& ranges);
   // Verifies every chunk of every tensor. Throws on the first mismatch.
   void VerifyAll();
 
  private:
   const at::Tensor& Chunk(const TensorRecord& t, const ChunkRecord& c);
+  // Throws Error naming the range when it leaves t.
+  void CheckRange(const TensorRecord& t, int64_t begin, int64_t numel) const;
+  // The error of a range with no chunk for elements [from, to).
+  Error NoData(const std::string& key, int64_t from, int64_t to) const;
+  // Where ReadRanges puts a chunk's bytes (checkpoint_reader.cc).
+  struct Piece;
+  // Reads chunk c of t once, its pieces' bytes into their destinations,
+  // verifying the checksum over every byte.
+  void StreamChunk(const TensorRecord& t, const ChunkRecord& c, std::vector<Piece>& pieces);
+  // The open file `name` of this checkpoint (opened once); `key` names the
+  // tensor read in an error.
+  const ReadOnlyFile& File(const std::string& name, const std::string& key);
 
   std::string dir_;
   CheckpointMetadata meta_;
   TensorIndex index_;  // of meta_
   size_t hint_ = 0;    // ChunksCovering's, from the last ReadRange
   std::map<std::string, at::Tensor> chunk_cache_;  // "file:name" -> verified data
+  std::map<std::string, std::shared_ptr<ReadOnlyFile>> files_;  // by file name
+  std::unique_ptr<char[]> skip_;  // StreamChunk's bytes no range needs pass through here
 };
 
 // XXH3-64 of `bytes` as 16 lowercase hex digits.
 std::string Xxh3Hex(const void* data, size_t size);
 // The same of the concatenation of `parts` (contiguous CPU tensors' bytes).
 std::string Xxh3Hex(const std::vector<at::Tensor>& parts);
+
+// The same, over bytes given in pieces as they pass (a save checksums each
+// chunk while writing it, a load while reading it). Throws Error
+// (kEnvironment) when the hash state cannot be made.
+class Xxh3Stream {
+ public:
+  Xxh3Stream();
+  void Update(const void* data, size_t size);
+  std::string Hex() const;
+
+ private:
+  std::shared_ptr<void> state_;  // XXH3_state_t, freed with XXH3_freeState
+};
 
 }  // namespace shardcheck

@@ -54,6 +54,8 @@ LoadPlan ReadOwnedPieces(DistributedOptimizer& opt, CheckpointReader& reader,
   const ShardPlace place = PlaceOf(opt);
   const LoadView view{place, reader.metadata(), reader.index(), prefix};
   LoadPlan plan;
+  std::vector<CheckpointReader::Range> ranges;
+  std::vector<size_t> read_into;  // ranges[i] stages plan[read_into[i]]
   for (OwnedPiece& p : opt.Owned()) {
     for (const PieceKind& kind : PieceKinds(StateNames(opt, p.child))) {
       at::Tensor dst = kind.Of(p);
@@ -66,9 +68,14 @@ LoadPlan ReadOwnedPieces(DistributedOptimizer& opt, CheckpointReader& reader,
       if (rec.dtype != dst.scalar_type())
         throw Error("checkpoint " + dir + ": tensor " + where.key + " has dtype " +
                     DtypeName(rec.dtype) + ", expected " + DtypeName(dst.scalar_type()));
-      plan.push_back({dst, reader.ReadRange(where.key, where.begin, p.param_range.size())});
+      read_into.push_back(plan.size());
+      plan.push_back({dst, at::Tensor()});
+      ranges.push_back({where.key, where.begin, p.param_range.size()});
     }
   }
+  // One pass over the files: each chunk read once, only the bytes needed staged.
+  std::vector<at::Tensor> staged = reader.ReadRanges(ranges);
+  for (size_t i = 0; i < staged.size(); ++i) plan[read_into[i]].second = std::move(staged[i]);
   return plan;
 }
 

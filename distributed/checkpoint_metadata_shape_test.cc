@@ -2,7 +2,9 @@
 // negative dimension or a shape of over 2^50 elements is refused with an
 // error naming the file and the field, before any reader sizes a buffer
 // from it (docs/checkpoint-format.md). The metadata comes from a real
-// single-rank save, so every other field is valid.
+// single-rank save, so every other field is valid. The text reader
+// (simdjson for the tensor index, nlohmann for the rest) and FromJson agree,
+// and its refusals name the file and the field.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -61,6 +63,37 @@ TEST(CheckpointMetadataShapes, NegativeOrHugeDimensionsAreRefused) {
     bad_param["params"][0]["shape"] = shape;
     EXPECT_NE(Refusal(bad_param), "accepted") << shape.dump();
   }
+}
+
+TEST(CheckpointMetadataShapes, TextReaderAgreesWithFromJsonAndNamesTheField) {
+  TempDir tmp("metadata_text");
+  const nlohmann::json saved = SavedMetadata(tmp);
+  const std::string text = MetadataFileText(CheckpointMetadata::FromJson(saved, "m.json"));
+  const CheckpointMetadata parsed = ParseMetadataText(text, "m.json");
+  EXPECT_EQ(parsed.ToJson().dump(), CheckpointMetadata::FromJson(saved, "m.json").ToJson().dump());
+  const std::string key = saved.at("tensors").begin().key();
+  nlohmann::json bad = saved;
+  bad["tensors"][key]["chunks"][0]["offset"] = "zero";
+  std::string why = Refusal(bad);
+  EXPECT_NE(why.find("m.json: malformed field 'tensors." + key + "'"), std::string::npos) << why;
+  bad = saved;
+  bad.erase("tensors");
+  why = Refusal(bad);
+  EXPECT_NE(why.find("m.json: malformed field 'tensors'"), std::string::npos) << why;
+  // A key listed twice (the text alone can say so): refused, not last-wins.
+  std::string twice = saved.dump(1);
+  const std::string entry = "\"tensors\": {";
+  const size_t at = twice.find(entry);
+  ASSERT_NE(at, std::string::npos);
+  twice.insert(at + entry.size(), "\n  \"" + key + "\": " + saved["tensors"][key].dump() + ",");
+  try {
+    ParseMetadataText(twice, "m.json");
+    ADD_FAILURE() << "a tensor listed twice was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensors." + key + ": listed twice"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ParseMetadataText(text.substr(0, text.size() / 2), "m.json"), Error);
 }
 
 }  // namespace

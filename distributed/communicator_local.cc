@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "distributed/host_staging.h"
 #include "spec/error.h"
 
 #ifdef SHARDCHECK_HAVE_GLOO
@@ -25,9 +26,12 @@ class LocalGroup {
   // in rank order, once all have deposited. The returned tensors are copies
   // nobody writes to.
   std::vector<at::Tensor> Exchange(int rank, const at::Tensor& t, const std::string& op) {
+    // The copy a peer reads, taken before the lock: the ranks copy in parallel.
+    at::Tensor mine;
+    if (t.defined()) mine = t.device().is_cpu() ? HostStagingCopy(t) : t.clone();
     std::unique_lock<std::mutex> lock(mu_);
     CheckAlive(rank, op);
-    slots_[static_cast<size_t>(rank)] = t.defined() ? t.clone() : at::Tensor();
+    slots_[static_cast<size_t>(rank)] = std::move(mine);
     const uint64_t generation = generation_;
     if (++arrived_ == size_) {
       // The last to arrive completes the collective. The next one cannot

@@ -1,6 +1,7 @@
 #include "distributed/file_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,48 +33,74 @@ void FsyncDir(const std::string& dir) {
 
 namespace {
 
-// Writes every run to `fd` in order, calling `midway` once half the total
-// is written. Returns false with errno set on a write error.
-bool WriteRuns(int fd, const std::vector<ByteRun>& runs, const std::function<void()>& midway) {
+// Starts the writeback of what was written since the last call, once that
+// is at least kWritebackStepBytes (or `final`). Advisory: an error is left
+// to the fsync that follows every write.
+class WritebackPacer {
+ public:
+  explicit WritebackPacer(int fd) : fd_(fd) {}
+  void Written(uint64_t done, bool final = false) {
+    if (done - started_ < kWritebackStepBytes && !(final && done > started_)) return;
+    ::sync_file_range(fd_, static_cast<off64_t>(started_), static_cast<off64_t>(done - started_),
+                      SYNC_FILE_RANGE_WRITE);
+    started_ = done;
+  }
+
+ private:
+  int fd_;
+  uint64_t started_ = 0;
+};
+
+// Writes every run to `fd` in order, in blocks of at most kWriteBlockBytes
+// shown to `observe` first, calling `midway` once half the total is
+// written. Returns false with errno set on a write error.
+bool WriteRuns(int fd, const std::vector<ByteRun>& runs, const std::function<void()>& midway,
+               const ByteObserver& observe) {
   uint64_t total = 0;
   for (const ByteRun& r : runs) total += r.size;
   const uint64_t half = total / 2;
-  constexpr size_t kMaxWrite = size_t{1} << 30;  // write() moves at most ~2 GiB a call
   uint64_t done = 0;
   bool halfway_called = !midway;
-  for (const ByteRun& r : runs) {
-    const char* p = static_cast<const char*>(r.data);
-    size_t in_run = 0;
-    while (in_run < r.size) {
+  WritebackPacer pacer(fd);
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    const char* p = static_cast<const char*>(runs[ri].data);
+    const size_t size = runs[ri].size;
+    for (size_t in_run = 0; in_run < size;) {
       if (!halfway_called && done >= half) {
         halfway_called = true;
         midway();
       }
-      size_t want = std::min(r.size - in_run, kMaxWrite);
-      if (!halfway_called) want = static_cast<size_t>(std::min<uint64_t>(want, half - done));
-      const ssize_t n = ::write(fd, p + in_run, want);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return false;
+      size_t block = std::min(size - in_run, kWriteBlockBytes);
+      if (!halfway_called) block = static_cast<size_t>(std::min<uint64_t>(block, half - done));
+      if (observe) observe(ri, p + in_run, block);
+      for (size_t put = 0; put < block;) {
+        const ssize_t n = ::write(fd, p + in_run + put, block - put);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          return false;
+        }
+        put += static_cast<size_t>(n);
       }
-      in_run += static_cast<size_t>(n);
-      done += static_cast<uint64_t>(n);
+      in_run += block;
+      done += block;
+      pacer.Written(done);
     }
   }
+  pacer.Written(done, true);
   return true;
 }
 
 }  // namespace
 
 void WriteFileAtomic(const std::string& path, const std::vector<ByteRun>& runs,
-                     const std::function<void()>& midway) {
+                     const std::function<void()>& midway, const ByteObserver& observe) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw Error("cannot create " + tmp + ": " + Errno(), ErrorKind::kEnvironment);
-  if (!WriteRuns(fd, runs, midway)) {
+  if (!WriteRuns(fd, runs, midway, observe)) {
     const std::string e = Errno();
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -97,13 +124,51 @@ void WriteFileAtomic(const std::string& path, const std::string& bytes,
   WriteFileAtomic(path, std::vector<ByteRun>{{bytes.data(), bytes.size()}}, midway);
 }
 
+ReadOnlyFile::ReadOnlyFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error("cannot open " + path + ": " + Errno());
+}
+
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+bool ReadOnlyFile::ReadAt(uint64_t offset, size_t size, void* dst,
+                          const ByteObserver& observe) const {
+  if (size > kWriteBlockBytes)
+    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),
+                    POSIX_FADV_WILLNEED);
+  char* out = static_cast<char*>(dst);
+  for (size_t done = 0; done < size;) {
+    const size_t block = std::min(size - done, kWriteBlockBytes);
+    for (size_t got = 0; got < block;) {
+      const ssize_t n = ::pread(fd_, out + done + got, block - got,
+                                static_cast<off_t>(offset + done + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Error("cannot read " + path_ + ": " + Errno());
+      if (n == 0) return false;
+      got += static_cast<size_t>(n);
+    }
+    if (observe) observe(0, out + done, block);
+    done += block;
+  }
+  return true;
+}
+
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + path + ": " + Errno());
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw Error("cannot read " + path);
-  return s.str();
+  const ReadOnlyFile file(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error("cannot stat " + path + ": " + Errno());
+  // One read of the size the file has (a stream's buffered copy costs
+  // seconds on a metadata.json of hundreds of MB).
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  if (!file.ReadAt(0, out.size(), out.data())) throw Error("cannot read " + path + ": it shrank");
+  return out;
 }
 
 std::string ReadFilePrefix(const std::string& path, uint64_t bytes) {

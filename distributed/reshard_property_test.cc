@@ -19,7 +19,10 @@
 // cover [0, numel) exactly once, in offset order, each at a byte range of
 // its size inside its file, and that ReadRange of generated ranges (many
 // straddling chunk edges) returns the bytes of the chunks read straight
-// from the files in offset order. A failure prints the shrunk case.
+// from the files in offset order. ReadRanges (the load's batched read)
+// returns the same bytes for generated batches of ranges (overlapping ones
+// included), and finds a flipped byte anywhere in a chunk it touches, also
+// where no range needs that byte. A failure prints the shrunk case.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -45,6 +48,7 @@
 #include "distributed/distrib_optimizer.h"
 #include "spec/config.h"
 #include "spec/params.h"
+#include "spec/error.h"
 #include "testing/temp_dir.h"
 
 namespace shardcheck {
@@ -309,6 +313,58 @@ RC_GTEST_PROP(CheckpointChunksProp, ChunksCoverEachTensorOnceAndReadRangeAssembl
     const at::Tensor got = reader.ReadRange(t.key, begin, n).contiguous();
     RC_ASSERT(got.numel() == n);
     RC_ASSERT(std::memcmp(got.data_ptr(), all.data() + begin * es, n * es) == 0);
+  }
+}
+
+RC_GTEST_PROP(CheckpointChunksProp, ReadRangesReturnsEachRangeAndVerifiesWholeChunks, ()) {
+  const ReshardCase c = *GenReshardCase();
+  TempDir tmp("reshard_prop");
+  const std::string dir = tmp.Sub("ckpt");
+  SaveCoded(c, dir);
+  std::vector<const TensorRecord*> tensors;
+  CheckpointReader index(dir);
+  for (const auto& [key, t] : index.metadata().tensors) tensors.push_back(&t);
+  RC_ASSERT(!tensors.empty());
+  std::vector<CheckpointReader::Range> ranges;
+  const int count = *rc::gen::inRange(1, 8);
+  for (int i = 0; i < count; ++i) {
+    const TensorRecord& t = *tensors[*rc::gen::inRange<size_t>(0, tensors.size())];
+    const auto [begin, n] = GenRange(t);
+    RC_LOG() << "range " << t.key << " [" << begin << ", +" << n << ") of " << t.Numel() << "\n";
+    ranges.push_back({t.key, begin, n});
+  }
+  CheckpointReader reader(dir);  // fresh: nothing verified yet
+  const std::vector<at::Tensor> got = reader.ReadRanges(ranges);
+  RC_ASSERT(got.size() == ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const TensorRecord& t = index.Record(ranges[i].key);
+    const size_t es = c10::elementSize(t.dtype);
+    RC_ASSERT(got[i].numel() == ranges[i].numel);
+    RC_ASSERT(std::memcmp(got[i].data_ptr(), ChunkBytes(dir, t).data() + ranges[i].begin * es,
+                          ranges[i].numel * es) == 0);
+  }
+  // One flipped byte in a chunk the first nonempty range touches.
+  const auto touched = std::find_if(ranges.begin(), ranges.end(),
+                                    [](const CheckpointReader::Range& r) { return r.numel > 0; });
+  if (touched == ranges.end()) return;
+  const TensorRecord& t = index.Record(touched->key);
+  const ChunkSpan span = ChunksCovering(t, touched->begin, touched->numel, nullptr);
+  const ChunkRecord& ch = t.chunks[*rc::gen::inRange(span.first, span.last)];
+  const uint64_t at = *rc::gen::inRange<uint64_t>(ch.byte_begin, ch.byte_end);
+  RC_LOG() << "flipped byte " << at << " of " << ch.file << "\n";
+  {
+    std::fstream f(fs::path(dir) / ch.file, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(static_cast<std::streamoff>(at));
+    const char b = static_cast<char>(f.get() ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(b);
+  }
+  CheckpointReader corrupt(dir);
+  try {
+    corrupt.ReadRanges({*touched});
+    RC_FAIL("a flipped byte passed ReadRanges");
+  } catch (const Error& e) {
+    RC_ASSERT(std::string(e.what()).find("checksum mismatch in " + ch.file) != std::string::npos);
   }
 }
 

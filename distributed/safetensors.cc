@@ -72,9 +72,11 @@ SafetensorsLayout LayOutSafetensors(const std::string& path,
 uint64_t WriteSafetensorsParts(const std::string& path,
                                const std::vector<SafetensorsParts>& tensors,
                                const std::map<std::string, std::string>& metadata,
-                               const std::function<void()>& midway) {
+                               const std::function<void()>& midway,
+                               const TensorBytesObserver& observe) {
   std::vector<SafetensorsSpec> specs;
   std::vector<ByteRun> data;
+  std::vector<size_t> tensor_of_run;  // data's run i + 1 (after the header) -> tensor
   specs.reserve(tensors.size());
   for (const SafetensorsParts& t : tensors) {
     if (t.parts.empty()) throw Error(path + ": tensor " + t.name + " has no data");
@@ -86,6 +88,7 @@ uint64_t WriteSafetensorsParts(const std::string& path,
                     SafetensorsDtype(dtype));
       numel += part.numel();
       data.push_back({part.data_ptr(), static_cast<size_t>(part.numel()) * part.element_size()});
+      tensor_of_run.push_back(specs.size());
     }
     for (int64_t d : t.shape) expected *= d;
     if (numel != expected)
@@ -100,7 +103,12 @@ uint64_t WriteSafetensorsParts(const std::string& path,
   head += layout.json;
   // The tensors' bytes go to the file from their own memory.
   data.insert(data.begin(), ByteRun{head.data(), head.size()});
-  WriteFileAtomic(path, data, midway);
+  ByteObserver by_run;
+  if (observe)
+    by_run = [&](size_t run, const void* bytes, size_t size) {
+      if (run > 0) observe(tensor_of_run[run - 1], bytes, size);
+    };
+  WriteFileAtomic(path, data, midway, by_run);
   return n;
 }
 

@@ -67,6 +67,11 @@ uint64_t WriteSafetensors(const std::string& path,
                           const std::map<std::string, std::string>& metadata = {},
                           const std::function<void()>& midway = {});
 
+// Shown each block of tensor `tensor`'s data (its index in the list
+// given) just before it is written, in order: a caller checksums each
+// tensor's bytes in the same pass as the write.
+using TensorBytesObserver = std::function<void(size_t tensor, const void* data, size_t size)>;
+
 // The same for tensors given in parts (a checkpoint's shard with its
 // padding gaps, written without assembling it first). Throws Error naming
 // the path and tensor when a part's dtype differs from the first's or the
@@ -74,7 +79,8 @@ uint64_t WriteSafetensors(const std::string& path,
 uint64_t WriteSafetensorsParts(const std::string& path,
                                const std::vector<SafetensorsParts>& tensors,
                                const std::map<std::string, std::string>& metadata = {},
-                               const std::function<void()>& midway = {});
+                               const std::function<void()>& midway = {},
+                               const TensorBytesObserver& observe = {});
 
 // A parsed file: header entries (in data order) and metadata.
 struct SafetensorsFile {

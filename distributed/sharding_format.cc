@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "distributed/checkpoint_parts.h"
+#include "distributed/host_staging.h"
 #include "spec/error.h"
 #include "spec/failpoint.h"
 
@@ -120,7 +121,7 @@ std::vector<at::Tensor> SaveView::ShardParts(const Bucket& b, const PieceKind& k
 }
 
 at::Tensor SaveView::Shard(const Bucket& b, const PieceKind& kind) const {
-  at::Tensor buf = at::zeros({b.ShardSize(opt.comm().size())}, at::kFloat);
+  at::Tensor buf = EmptyHostStaging(b.ShardSize(opt.comm().size()), at::kFloat).zero_();
   for (const OwnedPiece& p : owned)
     if (p.bucket == b.index)
       buf.narrow(0, p.local.begin, p.local.size()).copy_(RawPieceData(p, kind));
@@ -152,6 +153,29 @@ int64_t InBucketBegin(const ShardPlace& s, const OwnedPiece& p, int read_rank) {
   const int64_t moved = begin + (read_rank - rank) * b.ShardSize(dp);
   if (moved >= 0 && moved + p.param_range.size() <= b.numel_unpadded) begin = moved;
   return begin;
+}
+
+ConcatenatedPieces::ConcatenatedPieces(std::vector<at::Tensor> pieces)
+    : pieces_(std::move(pieces)), starts_{0} {
+  if (pieces_.empty()) throw Error("ConcatenatedPieces: no pieces");
+  for (const at::Tensor& p : pieces_) starts_.push_back(starts_.back() + p.numel());
+}
+
+std::vector<at::Tensor> ConcatenatedPieces::Slice(int64_t begin, int64_t numel) const {
+  if (begin < 0 || numel < 0 || begin + numel > Numel())
+    throw Error("slice [" + std::to_string(begin) + ", " + std::to_string(begin + numel) +
+                ") leaves the gathered run of " + std::to_string(Numel()) + " elements");
+  if (numel == 0) return {pieces_[0].narrow(0, 0, 0)};
+  // The last piece that starts at or before `begin`.
+  size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end() - 1, begin) -
+                                 starts_.begin()) - 1;
+  std::vector<at::Tensor> out;
+  for (int64_t at = begin, end = begin + numel; at < end; ++i) {
+    const int64_t lo = at - starts_[i], hi = std::min(end, starts_[i + 1]) - starts_[i];
+    if (hi > lo) out.push_back(pieces_[i].narrow(0, lo, hi - lo));
+    at = starts_[i] + hi;
+  }
+  return out;
 }
 
 }  // namespace shardcheck

@@ -187,4 +187,21 @@ std::vector<int64_t> BucketPrefix(const BufferLayout& layout);
 // range, so the read itself succeeds.
 int64_t InBucketBegin(const ShardPlace& s, const OwnedPiece& p, int read_rank);
 
+// The 1-D tensors `pieces` (a bucket's gathered shards) as one run, without
+// concatenating them: Slice returns elements [begin, begin + numel) of the
+// run as views of the pieces that hold them, in order (one empty view for
+// numel 0), so a gathered type writes its chunks from the received shards
+// with no copy. Slice costs O(log pieces + pieces spanned). Throws Error
+// when the range leaves the run.
+class ConcatenatedPieces {
+ public:
+  explicit ConcatenatedPieces(std::vector<at::Tensor> pieces);
+  std::vector<at::Tensor> Slice(int64_t begin, int64_t numel) const;
+  int64_t Numel() const { return starts_.back(); }
+
+ private:
+  std::vector<at::Tensor> pieces_;
+  std::vector<int64_t> starts_;  // pieces_.size() + 1 prefix sums
+};
+
 }  // namespace shardcheck

@@ -9,6 +9,11 @@
 //   - the file holds every run's bytes exactly once, in order;
 //   - `midway` runs exactly once (for a non-empty write), when the
 //     temporary file holds exactly the first half of the bytes;
+//   - the observer (where a save checksums) sees every byte once, in file
+//     order, in blocks inside their own run's memory, and per tensor the
+//     bytes of its parts in order;
+//   - ReadOnlyFile::ReadAt reads any range back and shows it to its
+//     observer block by block, and says so when the file ends first;
 //   - the safetensors header's data_offsets put the tensors back to back in
 //     the order given, from 0 to the end of the file (docs/checkpoint-format.md,
 //     "Rank files: safetensors"), and each tensor reads back as its parts
@@ -28,6 +33,7 @@
 
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
+#include "spec/error.h"
 #include "testing/temp_dir.h"
 
 namespace shardcheck {
@@ -77,11 +83,26 @@ RC_GTEST_PROP(WriteChunkingProp, FileHoldsEveryRunOnceInOrderAndMidwaySeesHalf, 
   const fs::path target = tmp.path() / "file.bin";
   int midway_calls = 0;
   std::vector<std::string> at_midway;
-  WriteFileAtomic(target.string(), byte_runs, [&] {
-    ++midway_calls;
-    at_midway = OtherFiles(tmp.path(), target);
-  });
+  std::string observed;
+  size_t last_run = 0;
+  WriteFileAtomic(
+      target.string(), byte_runs,
+      [&] {
+        ++midway_calls;
+        at_midway = OtherFiles(tmp.path(), target);
+      },
+      [&](size_t run, const void* data, size_t size) {
+        RC_ASSERT(run < runs.size());
+        RC_ASSERT(run >= last_run);
+        const char* p = static_cast<const char*>(data);
+        RC_ASSERT(p >= runs[run].data());
+        RC_ASSERT(p + size <= runs[run].data() + runs[run].size());
+        RC_ASSERT(size <= kWriteBlockBytes);
+        last_run = run;
+        observed.append(p, size);
+      });
   RC_ASSERT(ReadFile(target.string()) == all);
+  RC_ASSERT(observed == all);
   RC_ASSERT(midway_calls == (all.empty() ? 0 : 1));
   if (midway_calls == 1) {
     RC_ASSERT(at_midway.size() == 1u);  // the temporary file alone
@@ -131,7 +152,12 @@ RC_GTEST_PROP(WriteChunkingProp, SafetensorsPartsBackToBackInOrder, ()) {
   }
   TempDir tmp("chunking_prop");
   const std::string path = (tmp.path() / "rank.safetensors").string();
-  const uint64_t header = WriteSafetensorsParts(path, tensors, {{"format", "test"}});
+  std::vector<std::string> observed(tensors.size());
+  const uint64_t header = WriteSafetensorsParts(
+      path, tensors, {{"format", "test"}}, {}, [&](size_t t, const void* data, size_t size) {
+        RC_ASSERT(t < observed.size());
+        observed[t].append(static_cast<const char*>(data), size);
+      });
   const SafetensorsFile f = ReadSafetensorsHeader(path);
   RC_ASSERT(f.header_size == header);
   RC_ASSERT(f.entries.size() == tensors.size());
@@ -151,10 +177,67 @@ RC_GTEST_PROP(WriteChunkingProp, SafetensorsPartsBackToBackInOrder, ()) {
   }
   RC_ASSERT(f.DataOffset() + offset == fs::file_size(path));
   const auto read = ReadSafetensors(path);
-  for (const SafetensorsParts& t : tensors) {
-    const at::Tensor want = at::cat(t.parts);
-    RC_ASSERT(read.at(t.name).equal(want));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor want = at::cat(tensors[i].parts);
+    RC_ASSERT(read.at(tensors[i].name).equal(want));
+    RC_ASSERT(observed[i] == std::string(static_cast<const char*>(want.data_ptr()), want.nbytes()));
   }
+}
+
+RC_GTEST_PROP(WriteChunkingProp, ReadAtReadsAnyRangeAndShowsItOnce, ()) {
+  const size_t size = *rc::gen::inRange<size_t>(0, 30000);
+  const uint32_t salt = *rc::gen::arbitrary<uint32_t>();
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i) bytes[i] = RunByte(0, i, salt);
+  TempDir tmp("chunking_prop");
+  const std::string path = (tmp.path() / "file.bin").string();
+  WriteFileAtomic(path, bytes);
+  const size_t offset = *rc::gen::inRange<size_t>(0, size + 1);
+  const size_t want = *rc::gen::inRange<size_t>(0, size - offset + 100);
+  std::string got(want, '\0'), observed;
+  const ReadOnlyFile file(path);
+  const bool whole = file.ReadAt(offset, want, got.data(), [&](size_t, const void* p, size_t n) {
+    RC_ASSERT(static_cast<const char*>(p) >= got.data());
+    RC_ASSERT(static_cast<const char*>(p) + n <= got.data() + got.size());
+    observed.append(static_cast<const char*>(p), n);
+  });
+  const bool fits = offset + want <= size;
+  RC_ASSERT(whole == fits);
+  if (fits) {
+    RC_ASSERT(got == bytes.substr(offset, want));
+    RC_ASSERT(observed == got);
+  }
+}
+
+// Writes and reads larger than a block: cut into blocks of at most
+// kWriteBlockBytes, every byte observed once.
+TEST(WriteChunking, LargeRunsAreObservedInBlocksOnWriteAndRead) {
+  const size_t big = 2 * kWriteBlockBytes + 12345;
+  std::string a(big, '\0'), b(kWriteBlockBytes / 3, '\0');
+  for (size_t i = 0; i < a.size(); ++i) a[i] = RunByte(0, i, 7);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = RunByte(1, i, 7);
+  TempDir tmp("chunking");
+  const std::string path = (tmp.path() / "big.bin").string();
+  std::string observed;
+  size_t blocks = 0;
+  const auto observe = [&](size_t, const void* p, size_t n) {
+    EXPECT_LE(n, kWriteBlockBytes);
+    observed.append(static_cast<const char*>(p), n);
+    ++blocks;
+  };
+  WriteFileAtomic(path, {{a.data(), a.size()}, {b.data(), b.size()}}, {}, observe);
+  EXPECT_EQ(ReadFile(path), a + b);
+  EXPECT_TRUE(observed == a + b);
+  EXPECT_EQ(blocks, 4u);  // a in three blocks, b in one
+  observed.clear();
+  blocks = 0;
+  std::string back(big, '\0');
+  EXPECT_TRUE(ReadOnlyFile(path).ReadAt(0, big, back.data(), observe));
+  EXPECT_TRUE(back == a);
+  EXPECT_TRUE(observed == a);
+  EXPECT_EQ(blocks, 3u);
+  EXPECT_FALSE(ReadOnlyFile(path).ReadAt(big, b.size() + 1, back.data()));
+  EXPECT_THROW(ReadOnlyFile((tmp.path() / "absent").string()), Error);
 }
 
 }  // namespace

@@ -27,12 +27,15 @@ class DpZeroGatherScatter : public ShardingFormat {
       for (const Bucket& b : v.opt.layout().buckets()) {
         std::vector<at::Tensor> shards = v.opt.comm().Gather(v.Shard(b, kind), 0);
         if (!root) continue;
-        const at::Tensor bucket = at::cat(shards);
-        parts.push_back(padded ? bucket : bucket.narrow(0, 0, b.numel_unpadded));
+        // Written from the received shards, no concatenation.
+        const ConcatenatedPieces bucket(std::move(shards));
+        for (at::Tensor& part : bucket.Slice(0, padded ? bucket.Numel() : b.numel_unpadded))
+          parts.push_back(std::move(part));
       }
       if (!root || parts.empty()) continue;
-      at::Tensor all = at::cat(parts);
-      out.push_back({Key(v.opt.model_dtype(), kind.name), {all.numel()}, 0, {all}});
+      int64_t numel = 0;
+      for (const at::Tensor& part : parts) numel += part.numel();
+      out.push_back({Key(v.opt.model_dtype(), kind.name), {numel}, 0, std::move(parts)});
     }
   }
 

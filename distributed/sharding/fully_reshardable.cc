@@ -20,14 +20,12 @@ class FullyReshardable : public ShardingFormat {
       for (const Bucket& b : layout.buckets()) {
         std::vector<at::Tensor> shards = v.opt.comm().Gather(v.Shard(b, kind), 0);
         if (v.opt.comm().rank() != 0) continue;
-        const at::Tensor bucket = at::cat(shards);
+        const ConcatenatedPieces bucket(std::move(shards));  // written from the shards
         for (int pi : b.params) {
           const PlacedParam& p = layout.params()[static_cast<size_t>(pi)];
           const ParamInfo& info = v.opt.params()[static_cast<size_t>(p.param)];
-          out.push_back({ModelSpaceKey(kind.name, info.name),
-                         info.shape,
-                         0,
-                         {bucket.narrow(0, p.world.begin - b.world.begin, p.numel)}});
+          out.push_back({ModelSpaceKey(kind.name, info.name), info.shape, 0,
+                         bucket.Slice(p.world.begin - b.world.begin, p.numel)});
         }
       }
     }

@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_set>
 
 #include "distributed/checkpoint_format.h"
 #include "distributed/safetensors.h"
@@ -41,20 +44,21 @@ int64_t ChunkCount(const CheckpointMetadata& m) {
 // 3 on; -1 where it does not).
 std::map<std::string, int64_t> Files(const std::string& dir, const CheckpointMetadata& m,
                                      bool on_disk) {
-  std::map<std::string, int64_t> files;
-  if (!on_disk) {
-    for (const auto& [key, t] : m.tensors)
-      for (const auto& c : t.chunks) {
-        const auto f = m.files.find(c.file);
-        files[c.file] = f == m.files.end() ? -1 : static_cast<int64_t>(f->second.bytes);
-      }
-    return files;
-  }
+  // The distinct names first (a checkpoint at thousands of ranks has
+  // millions of chunks and thousands of files).
+  std::unordered_set<std::string_view> names;
   for (const auto& [key, t] : m.tensors)
-    for (const auto& c : t.chunks)
-      if (!files.count(c.file))
-        files[c.file] =
-            static_cast<int64_t>(std::filesystem::file_size(std::filesystem::path(dir) / c.file));
+    for (const auto& c : t.chunks) names.insert(c.file);
+  std::map<std::string, int64_t> files;
+  for (const std::string_view name : names) {
+    const std::string file(name);
+    if (on_disk) {
+      files[file] = static_cast<int64_t>(std::filesystem::file_size(std::filesystem::path(dir) / file));
+    } else {
+      const auto f = m.files.find(file);
+      files[file] = f == m.files.end() ? -1 : static_cast<int64_t>(f->second.bytes);
+    }
+  }
   return files;
 }
 
