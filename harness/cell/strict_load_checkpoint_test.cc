@@ -335,6 +335,44 @@ TEST(StrictLoad, AllowMissingStartsMissingStateFromZero) {
   EXPECT_EQ(run.root.final_state.step, 3);
 }
 
+// --allow-missing starts missing *state* from zero, never a main param or a
+// bucket-size tensor: for every sharding type, a checkpoint without one of
+// them is refused with the tensor named, with the option on.
+TEST(StrictLoad, AllowMissingNeverForgivesAMainParamOrTheBucketSizes) {
+  const auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  for (const ShardingType type : AllShardingTypes()) {
+    TempDir tmp;
+    Save("adam", tmp.Sub("c"), type);
+    const nlohmann::json saved = ReadMeta(tmp.Sub("c"));
+    std::vector<std::string> vital;  // the first main-param key, the first bucket-size key
+    for (const char* what : {"param", "per_bucket_numel"})
+      for (auto it = saved["tensors"].begin(); it != saved["tensors"].end(); ++it) {
+        const std::string& k = it.key();
+        const bool hit = std::string(what) == "param"
+                             ? ends_with(k, ".param") || k.find(".param.") != std::string::npos ||
+                                   k.find(".fp32_param.") != std::string::npos
+                             : k.find(what) != std::string::npos;
+        if (!hit) continue;
+        vital.push_back(k);
+        break;
+      }
+    ASSERT_FALSE(vital.empty()) << type.name() << " saved no main param";
+    for (const std::string& key : vital) {
+      SCOPED_TRACE(std::string(type.name()) + ": without " + key);
+      nlohmann::json j = saved;
+      j["tensors"].erase(key);
+      WriteMeta(tmp.Sub("c"), j);
+      TrainOptions t = CheckpointRun("adam", at::kFloat, 4);
+      t.bucket_size = 1000;
+      t.load_dir = tmp.Sub("c");
+      t.load_options.allow_missing = true;
+      ExpectLoadError(RunTrainOnThreads(t, 2).errors, 2, {"missing tensor " + key});
+    }
+  }
+}
+
 // A failed load leaves every rank's state exactly as it was.
 TEST(StrictLoad, FailedLoadChangesNoState) {
   TempDir tmp;
