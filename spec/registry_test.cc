@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "spec/config.h"
+#include "spec/config_json.h"
 #include "spec/error.h"
 
 namespace shardcheck {
@@ -161,6 +162,44 @@ TEST(Registry, ConfigNamesTheDeclaredHyperparameters) {
   EXPECT_THROW(c.Flag("lr"), Error);  // wrong type
   c.Set("beta1", 1.0);
   EXPECT_THROW(c.Validate(), Error);
+}
+
+}  // namespace
+}  // namespace shardcheck
+
+namespace shardcheck {
+namespace {
+
+// `shardcheck optimizers --json` (RegistryJson): every registered kind's
+// traits as its spec declares them (docs/optimizers.md, "traits"), the
+// optional ones present exactly when set, and the spec's placement, schema
+// and hyperparameters by name.
+TEST(RegistryJsonTraits, EveryKindCarriesEveryTraitOfItsSpec) {
+  const nlohmann::ordered_json j = RegistryJson();
+  ASSERT_EQ(j.at("kinds").size(), Optimizers().size());
+  bool saw_named_scalars = false;
+  for (size_t i = 0; i < Optimizers().size(); ++i) {
+    const OptimizerSpec& s = Optimizers()[i]->spec;
+    const nlohmann::ordered_json& k = j.at("kinds").at(i);
+    SCOPED_TRACE(s.name);
+    EXPECT_EQ(k.at("name"), s.name);
+    const nlohmann::ordered_json& t = k.at("traits");
+    EXPECT_EQ(t.at("sign_based").get<bool>(), s.sign_based);
+    EXPECT_EQ(t.at("needs_2d").get<bool>(), s.needs_2d);
+    EXPECT_EQ(t.contains("as_scalar"), !s.as_scalar.empty());
+    if (!s.as_scalar.empty()) EXPECT_EQ(t.at("as_scalar"), s.as_scalar);
+    EXPECT_EQ(t.contains("default_scalar"), !s.default_scalar.empty());
+    if (!s.default_scalar.empty()) EXPECT_EQ(t.at("default_scalar"), s.default_scalar);
+    EXPECT_EQ(t.contains("named_scalars"), !s.named_scalars.empty());
+    if (!s.named_scalars.empty()) {
+      EXPECT_EQ(t.at("named_scalars").get<std::vector<std::string>>(), s.named_scalars);
+      saw_named_scalars = true;
+    }
+    ASSERT_EQ(k.at("hyperparams").size(), s.hyperparams.size());
+    for (size_t h = 0; h < s.hyperparams.size(); ++h)
+      EXPECT_EQ(k.at("hyperparams").at(h).at("name"), s.hyperparams[h].name);
+  }
+  EXPECT_TRUE(saw_named_scalars) << "no kind lists named scalar optimizers (muon does)";
 }
 
 }  // namespace
