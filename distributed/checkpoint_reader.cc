@@ -126,21 +126,19 @@ const ReadOnlyFile& CheckpointReader::File(const std::string& name, const std::s
   }
 }
 
+// Bytes [begin, end) of a chunk (relative to its first byte), bound for `dst`.
+struct CheckpointReader::Piece {
+  uint64_t begin = 0, end = 0;
+  char* dst = nullptr;
+};
+
 const at::Tensor& CheckpointReader::Chunk(const TensorRecord& t, const ChunkRecord& c) {
   const std::string id = c.file + ":" + c.name;
   auto it = chunk_cache_.find(id);
   if (it != chunk_cache_.end()) return it->second;
-  const ReadOnlyFile& file = File(c.file, t.key);
   at::Tensor data = EmptyHostStaging(c.numel, t.dtype);
-  // Checksummed block by block as the read lands, while the block is in cache.
-  Xxh3Stream sum;
-  const bool whole = file.ReadAt(c.byte_begin, c.byte_end - c.byte_begin, data.data_ptr(),
-                                 [&sum](size_t, const void* p, size_t n) { sum.Update(p, n); });
-  if (!whole)
-    throw Error(file.path() + ", tensor " + c.name + ": truncated (cannot read bytes " +
-                std::to_string(c.byte_begin) + ".." + std::to_string(c.byte_end) + ")");
-  const std::string got = sum.Hex();
-  if (got != c.xxh3) throw ChecksumMismatch(t, c, got);
+  std::vector<Piece> whole = {{0, c.byte_end - c.byte_begin, static_cast<char*>(data.data_ptr())}};
+  StreamChunk(t, c, whole);  // read and verified in one pass
   return chunk_cache_.emplace(id, data).first->second;
 }
 
@@ -223,12 +221,6 @@ void CheckpointReader::VerifyAll() {
     for (const ChunkRecord& c : t.chunks) Chunk(t, c);
   chunk_cache_.clear();
 }
-
-// Bytes [begin, end) of a chunk (relative to its first byte), bound for `dst`.
-struct CheckpointReader::Piece {
-  uint64_t begin = 0, end = 0;
-  char* dst = nullptr;
-};
 
 namespace {
 
