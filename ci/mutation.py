@@ -30,9 +30,18 @@ equivalent mutants are not bugs a test could catch.
 
 Usage: ci/mutation [--sample N] [--seed S] [--labels a,b,...] [--cap SECONDS]
                    [--out DIR] [--folder F ...] [--resume]
+       ci/mutation --retest ROWS [--equivalent SOURCE:LINE ...] [--out DIR] [--resume]
 
 --resume keeps the mutants already in OUT/mutants.jsonl (same sample, same
 seed) and tries the rest: a long run survives an interruption.
+
+--retest ROWS tries again, on the current tree, the mutants an earlier run
+(its mutants.jsonl, ROWS) did not kill: its survived and timed-out rows.
+Each is re-made from its row's diff: the changed line is found in today's
+source by its text (the nearest match to the recorded line), so the tree may
+have moved on since; a row whose line no longer exists is `gone`. Rows named
+by --equivalent (triaged equivalent, docs/detection.md) are carried over as
+`equivalent` without a run. The new rows name the old line (`retest_of`).
 """
 import argparse
 import dataclasses
@@ -75,6 +84,7 @@ class Mutant:
     path: str       # the mutant file
     line: int       # the mutated line (1-based), 0 if unknown
     diff: str       # "- old / + new", one line each
+    origin: str = ""  # --retest: SOURCE:LINE of the earlier run's row
 
 
 def sources(folders: List[str]) -> List[pathlib.Path]:
@@ -214,11 +224,56 @@ def build_mutant(m: Mutant, log: pathlib.Path, before: Dict[str, str]) -> Option
     return None
 
 
-def earlier_rows(path: pathlib.Path, sample: List[Mutant]) -> List[dict]:
-    """The rows of an interrupted run of the same sample (--resume)."""
+def retest_sample(rows_path: pathlib.Path, equivalent: List[str], into: pathlib.Path):
+    """(mutants to try, rows decided without a run) for --retest: the
+    survived and timed-out rows of an earlier run, re-made on today's tree."""
+    rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+    into.mkdir(parents=True, exist_ok=True)
+    sample: List[Mutant] = []
+    decided: List[dict] = []
+    for r in rows:
+        if r["outcome"] not in ("survived", "timed-out"):
+            continue
+        where = f"{r['source']}:{r['line']}"
+        carried = dict(source=r["source"], line=r["line"], diff=r["diff"], mutant="retest:" + where,
+                       retest_of=where)
+        if where in equivalent:
+            decided.append(dict(carried, outcome="equivalent", why="triaged equivalent (docs/detection.md)"))
+            continue
+        m = remake(r, into / f"{len(sample) + len(decided):03d}")
+        if m is None:
+            decided.append(dict(carried, outcome="gone", why="the changed line is not in today's source"))
+        else:
+            sample.append(m)
+    return sample, decided
+
+
+def remake(row: dict, into: pathlib.Path) -> Optional[Mutant]:
+    """The row's one-line change applied to today's source (written into
+    the folder `into`), or None when the old line's text is no longer there."""
+    match = re.fullmatch(r"- (.*) / \+ (.*)", row["diff"])
+    if not match:
+        return None
+    old, new = match.groups()
+    source = ROOT / row["source"]
+    lines = source.read_text().split("\n")
+    hits = [i for i, text in enumerate(lines) if text.strip() == old]
+    if not hits:
+        return None
+    i = min(hits, key=lambda h: abs(h + 1 - row["line"]))
+    indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+    lines[i] = indent + new
+    into.mkdir(parents=True, exist_ok=True)
+    path = into / source.name
+    path.write_text("\n".join(lines))
+    return Mutant(row["source"], str(path), i + 1, row["diff"], f"{row['source']}:{row['line']}")
+
+
+def earlier_rows(path: pathlib.Path, wanted: set) -> List[dict]:
+    """The rows of an interrupted run of the same sample (--resume): those
+    whose `mutant` is in `wanted`."""
     if not path.exists():
         return []
-    wanted = {m.path for m in sample}
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if r.get("mutant") in wanted]
 
@@ -247,7 +302,7 @@ def summarize(rows: List[dict], out: pathlib.Path, command: str, seconds: float)
     lines.append(score_row("**all**", total))
     lines += ["", "## Survivors", ""]
     for r in rows:
-        if r["outcome"] in ("survived", "timed-out"):
+        if r["outcome"] in ("survived", "timed-out", "gone"):
             lines.append(f"- `{r['source']}:{r['line']}` {r['outcome']}: `{r['diff']}`")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:len(by_folder) + 7]))
@@ -277,32 +332,52 @@ def main() -> int:
     ap.add_argument("--out", default="out/mutation", help="output folder (default out/mutation)")
     ap.add_argument("--folder", action="append", help="source folders (default: %s)" % " ".join(FOLDERS))
     ap.add_argument("--resume", action="store_true", help="keep the mutants already in OUT/mutants.jsonl")
+    ap.add_argument("--retest", metavar="ROWS", help="try an earlier run's survivors on today's tree")
+    ap.add_argument("--equivalent", action="append", default=[], metavar="SOURCE:LINE",
+                    help="with --retest: a row triaged equivalent, carried over without a run")
     args = ap.parse_args()
     if args.sample < 1:
         ap.error("--sample must be >= 1")
-    if not MUTATE.exists():
-        print(f"ci/mutation: {MUTATE} is missing (run ci/mutation, which installs it)", file=sys.stderr)
-        return 2
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    pool: List[Mutant] = []
-    for s in sources(args.folder or FOLDERS):
-        pool += generate(s, out / "mutants" / str(s.relative_to(ROOT)).replace("/", "__"))
-    sample = random.Random(args.seed).sample(pool, min(args.sample, len(pool)))
-    print(f"ci/mutation: {len(sample)} of {len(pool)} mutants, labels {args.labels}", flush=True)
+    if args.retest:
+        rows_path = pathlib.Path(args.retest)
+        if not rows_path.is_file():
+            print(f"ci/mutation: --retest {rows_path}: no such file", file=sys.stderr)
+            return 2
+        sample, decided = retest_sample(rows_path, args.equivalent, out / "retest")
+        print(f"ci/mutation: retesting {len(sample)} mutants of {rows_path} "
+              f"({len(decided)} decided without a run), labels {args.labels}", flush=True)
+    else:
+        if not MUTATE.exists():
+            print(f"ci/mutation: {MUTATE} is missing (run ci/mutation, which installs it)", file=sys.stderr)
+            return 2
+        pool: List[Mutant] = []
+        for s in sources(args.folder or FOLDERS):
+            pool += generate(s, out / "mutants" / str(s.relative_to(ROOT)).replace("/", "__"))
+        sample = random.Random(args.seed).sample(pool, min(args.sample, len(pool)))
+        decided = []
+        print(f"ci/mutation: {len(sample)} of {len(pool)} mutants, labels {args.labels}", flush=True)
     if not build(out / "baseline.log"):
         print("ci/mutation: the unmutated tree does not build (see baseline.log)", file=sys.stderr)
         return 2
     before = object_hashes()
-    rows = earlier_rows(out / "mutants.jsonl", sample) if args.resume else []
+    wanted = {m.path for m in sample} | {r["mutant"] for r in decided}
+    rows = earlier_rows(out / "mutants.jsonl", wanted) if args.resume else []
     done = {r["mutant"] for r in rows}
     start = time.monotonic() - sum(r.get("seconds", 0) for r in rows)
     with open(out / "mutants.jsonl", "a" if args.resume else "w") as jl:
+        for r in decided:
+            if r["mutant"] not in done:
+                rows.append(r)
+                jl.write(json.dumps(r) + "\n")
         for i, m in enumerate(sample, 1):
             if m.path in done:
                 continue
             print(f"[{i}/{len(sample)}] {tally(rows)}", flush=True)
             r = dict(source=m.source, line=m.line, diff=m.diff, mutant=m.path)
+            if m.origin:
+                r["retest_of"] = m.origin
             t0 = time.monotonic()
             try:
                 r.update(try_mutant(m, args.labels.split(","), args.cap, out, before))

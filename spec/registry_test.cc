@@ -187,9 +187,13 @@ TEST(RegistryJsonTraits, EveryKindCarriesEveryTraitOfItsSpec) {
     EXPECT_EQ(t.at("sign_based").get<bool>(), s.sign_based);
     EXPECT_EQ(t.at("needs_2d").get<bool>(), s.needs_2d);
     EXPECT_EQ(t.contains("as_scalar"), !s.as_scalar.empty());
-    if (!s.as_scalar.empty()) EXPECT_EQ(t.at("as_scalar"), s.as_scalar);
+    if (!s.as_scalar.empty()) {
+      EXPECT_EQ(t.at("as_scalar"), s.as_scalar);
+    }
     EXPECT_EQ(t.contains("default_scalar"), !s.default_scalar.empty());
-    if (!s.default_scalar.empty()) EXPECT_EQ(t.at("default_scalar"), s.default_scalar);
+    if (!s.default_scalar.empty()) {
+      EXPECT_EQ(t.at("default_scalar"), s.default_scalar);
+    }
     EXPECT_EQ(t.contains("named_scalars"), !s.named_scalars.empty());
     if (!s.named_scalars.empty()) {
       EXPECT_EQ(t.at("named_scalars").get<std::vector<std::string>>(), s.named_scalars);
