@@ -36,7 +36,8 @@ Usage: ci/mutation [--sample N] [--seed S] [--labels a,b,...] [--cap SECONDS]
 seed) and tries the rest: a long run survives an interruption.
 
 --retest ROWS tries again, on the current tree, the mutants an earlier run
-(its mutants.jsonl, ROWS) did not kill: its survived and timed-out rows.
+(its mutants.jsonl, ROWS) did not kill: its survived and timed-out rows,
+and `untried` rows (mutants of its sample it never reached).
 Each is re-made from its row's diff: the changed line is found in today's
 source by its text (the nearest match to the recorded line), so the tree may
 have moved on since; a row whose line no longer exists is `gone`. Rows named
@@ -226,13 +227,14 @@ def build_mutant(m: Mutant, log: pathlib.Path, before: Dict[str, str]) -> Option
 
 def retest_sample(rows_path: pathlib.Path, equivalent: List[str], into: pathlib.Path):
     """(mutants to try, rows decided without a run) for --retest: the
-    survived and timed-out rows of an earlier run, re-made on today's tree."""
+    survived, timed-out and untried rows of an earlier run, re-made on
+    today's tree."""
     rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
     into.mkdir(parents=True, exist_ok=True)
     sample: List[Mutant] = []
     decided: List[dict] = []
     for r in rows:
-        if r["outcome"] not in ("survived", "timed-out"):
+        if r["outcome"] not in ("survived", "timed-out", "untried"):
             continue
         where = f"{r['source']}:{r['line']}"
         carried = dict(source=r["source"], line=r["line"], diff=r["diff"], mutant="retest:" + where,

@@ -134,8 +134,12 @@ TEST(ChunksCovering, FindsExactlyTheChunksARangeTouches) {
   TensorRecord t;
   t.shape = {100};
   // [0, 10) [10, 40) [40, 70) [70, 100)
-  for (const auto& [offset, numel] : {std::pair<int64_t, int64_t>{0, 10}, {10, 30}, {40, 30}, {70, 30}})
-    t.chunks.push_back({offset, numel});
+  for (const auto& [offset, numel] : {std::pair<int64_t, int64_t>{0, 10}, {10, 30}, {40, 30}, {70, 30}}) {
+    ChunkRecord c;
+    c.offset = offset;
+    c.numel = numel;
+    t.chunks.push_back(c);
+  }
   const auto span = [&](int64_t b, int64_t n) {
     const ChunkSpan s = ChunksCovering(t, b, n);
     return std::make_pair(s.first, s.last);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <sstream>
 
 #include "spec/error.h"
 
@@ -92,20 +91,6 @@ int64_t BufferLayout::NumelUnpadded() const {
   int64_t n = 0;
   for (const auto& b : buckets_) n += b.numel_unpadded;
   return n;
-}
-
-std::string BufferLayout::Describe() const {
-  std::ostringstream s;
-  s << "buffer: " << numel_ << " elements, dp " << dp_ << ", " << buckets_.size() << " bucket(s)\n";
-  for (const Bucket& b : buckets_) {
-    s << "  bucket " << b.index << ": [" << b.world.begin << ", " << b.world.end
-      << ") numel_unpadded " << b.numel_unpadded << ", shard " << b.ShardSize(dp_) << "\n";
-    for (int pi : b.params) {
-      const PlacedParam& p = params_[static_cast<size_t>(pi)];
-      s << "    param " << p.param << ": [" << p.world.begin << ", " << p.world.end << ")\n";
-    }
-  }
-  return s.str();
 }
 
 double NewtonSchulzCost(const std::vector<int64_t>& shape) {

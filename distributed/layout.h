@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 namespace shardcheck {
@@ -76,8 +75,6 @@ class BufferLayout {
   std::vector<OwnedSlice> SlicesOf(int rank) const;
   // Sum of numel_unpadded over buckets.
   int64_t NumelUnpadded() const;
-  // Human-readable table (for docs and --verbose).
-  std::string Describe() const;
 
  private:
   int dp_ = 1;

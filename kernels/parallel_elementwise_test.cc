@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -52,6 +53,25 @@ TEST(CpuIsa, TheWidestSupportedSetIsActiveByDefault) {
   std::cout << "[ info     ] CPU ISA instances run here:";
   for (CpuIsa isa : supported) std::cout << " " << CpuIsaName(isa);
   std::cout << "\n";
+}
+
+// An x86-64 host build (GCC or Clang, not the CUDA build) has a loop
+// instance for every set this CPU runs, asked of the CPU here without the
+// build's own dispatch switch: a build whose switch is off would still pass
+// every bitwise test, on the baseline loop alone.
+TEST(CpuIsa, AnX86HostBuildHasAnInstanceForEverySetThisCpuRuns) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(SHARDCHECK_BUILT_WITH_CUDA)
+  const std::vector<CpuIsa> supported = SupportedCpuIsas();
+  auto has = [&](CpuIsa isa) {
+    return std::find(supported.begin(), supported.end(), isa) != supported.end();
+  };
+  __builtin_cpu_init();
+  EXPECT_EQ(has(CpuIsa::kAvx2), __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(has(CpuIsa::kAvx512), __builtin_cpu_supports("avx512f") != 0);
+#else
+  GTEST_SKIP() << "not an x86-64 host build: the baseline loop only";
+#endif
 }
 
 // Sets the active instruction set for one test, then restores the previous.
