@@ -128,8 +128,8 @@ fs::path ClaimTemporary(Communicator& comm, const fs::path& target) {
 }
 
 // Writes this rank's file into `tmp` and returns what metadata.json records
-// of it: {"file": name, "record": FileRecord, "chunks": [chunk records]}.
-nlohmann::json WriteRankFile(const fs::path& tmp, int rank, const std::vector<PendingChunk>& chunks) {
+// of it (RankFileText: the file, its FileRecord and its chunk records).
+std::string WriteRankFile(const fs::path& tmp, int rank, const std::vector<PendingChunk>& chunks) {
   const std::string file = RankFileName(rank);
   const std::string path = (tmp / file).string();
   std::vector<SafetensorsParts> tensors;
@@ -154,7 +154,7 @@ nlohmann::json WriteRankFile(const fs::path& tmp, int rank, const std::vector<Pe
     written.push_back(
         {c.key, c.parts[0].scalar_type(), c.shape, c.offset, c.Numel(), sums[i].Hex()});
   }
-  return RankFileJson(file, RecordFile(path), header.DataOffset(), header.entries, written);
+  return RankFileText(file, RecordFile(path), header.DataOffset(), header.entries, written);
 }
 
 // Rank 0's commit: metadata.json into `tmp`, the rename to `target` (never
@@ -189,7 +189,7 @@ void SaveCheckpoint(DistributedOptimizer& opt, const std::string& dir, ShardingT
     std::vector<PendingChunk> chunks = BuildChunks(opt, type);
     std::string written;
     Agree(comm, "writing " + tmp.string(), [&] {
-      if (!chunks.empty()) written = WriteRankFile(tmp, rank, chunks).dump();
+      if (!chunks.empty()) written = WriteRankFile(tmp, rank, chunks);
     });
     const std::vector<std::string> all = GatherStrings(comm, written, 0);
     Agree(comm, "committing " + target.string(), [&] {

@@ -15,6 +15,7 @@
 #include "distributed/file_util.h"
 #include "distributed/safetensors.h"
 #include "distributed/sealed_json.h"
+#include "distributed/tensor_index_text.h"
 #include "spec/error.h"
 #include "spec/json_numbers.h"
 #include "spec/schema.h"
@@ -142,36 +143,39 @@ void AppendNewKey(nlohmann::ordered_json& obj, const std::string& key, nlohmann:
 
 }  // namespace
 
-nlohmann::ordered_json CheckpointMetadata::ToJson() const {
+namespace {
+
+// Every member of metadata.json but the last, `tensors`.
+nlohmann::ordered_json JsonBeforeTensors(const CheckpointMetadata& m) {
   nlohmann::ordered_json j;
   j["format"] = kCheckpointFormatName;
-  j["format_version"] = format_version;
-  j["sharding_type"] = ShardingTypeName(sharding_type);
-  j["optimizer"] = optimizer;
-  j["optimizer_config"] = optimizer_config;
-  j["schemas"] = schemas;
-  j["step"] = step;
-  auto schedule = LrScheduleJson(lr_schedule);
-  schedule["max_lr"] = max_lr;
+  j["format_version"] = m.format_version;
+  j["sharding_type"] = ShardingTypeName(m.sharding_type);
+  j["optimizer"] = m.optimizer;
+  j["optimizer_config"] = m.optimizer_config;
+  j["schemas"] = m.schemas;
+  j["step"] = m.step;
+  auto schedule = LrScheduleJson(m.lr_schedule);
+  schedule["max_lr"] = m.max_lr;
   j["lr_schedule"] = schedule;
-  j["dp_size"] = dp_size;
-  j["model_dtype"] = DtypeName(model_dtype);
+  j["dp_size"] = m.dp_size;
+  j["model_dtype"] = DtypeName(m.model_dtype);
   j["param_groups"] = nlohmann::ordered_json::array();
-  for (const auto& g : groups)
+  for (const auto& g : m.groups)
     j["param_groups"].push_back({{"optimizer", g.optimizer},
                                  {"wd_mult", g.wd_mult},
                                  {"lr", g.lr},
                                  {"weight_decay", g.weight_decay},
                                  {"params", g.params}});
   j["params"] = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < params.size(); ++i)
-    j["params"].push_back({{"name", params[i].name},
-                           {"shape", params[i].shape},
-                           {"role", RoleName(params[i].role)},
-                           {"optimizer", param_child[i]}});
+  for (size_t i = 0; i < m.params.size(); ++i)
+    j["params"].push_back({{"name", m.params[i].name},
+                           {"shape", m.params[i].shape},
+                           {"role", RoleName(m.params[i].role)},
+                           {"optimizer", m.param_child[i]}});
   auto& lay = j["layout"];
   lay["buffers"] = nlohmann::ordered_json::array();
-  for (const auto& b : buffers) {
+  for (const auto& b : m.buffers) {
     nlohmann::ordered_json jb;
     jb["param_dtype"] = DtypeName(b.param_dtype);
     jb["grad_dtype"] = DtypeName(b.grad_dtype);
@@ -182,21 +186,28 @@ nlohmann::ordered_json CheckpointMetadata::ToJson() const {
       jk["numel"] = bk.numel;
       jk["numel_unpadded"] = bk.numel_unpadded;
       jk["params"] = nlohmann::ordered_json::array();
-      for (const auto& m : bk.params)
-        jk["params"].push_back({{"name", m.name}, {"offset", m.offset}, {"numel", m.numel}});
+      for (const auto& p : bk.params)
+        jk["params"].push_back({{"name", p.name}, {"offset", p.offset}, {"numel", p.numel}});
       jb["buckets"].push_back(jk);
     }
     lay["buffers"].push_back(jb);
   }
-  lay["layer_wise_owner"] = layer_wise_owner;
-  if (format_version >= 3) {
+  lay["layer_wise_owner"] = m.layer_wise_owner;
+  if (m.format_version >= 3) {
     j["files"] = nlohmann::ordered_json::object();
-    for (const auto& [name, f] : files)
+    for (const auto& [name, f] : m.files)
       AppendNewKey(j["files"], name,
                    {{"bytes", f.bytes},
                     {"header_bytes", f.header_bytes},
                     {"header_xxh3", f.header_xxh3}});
   }
+  return j;
+}
+
+}  // namespace
+
+nlohmann::ordered_json CheckpointMetadata::ToJson() const {
+  nlohmann::ordered_json j = JsonBeforeTensors(*this);
   j["tensors"] = nlohmann::ordered_json::object();
   for (const auto& [key, t] : tensors) {
     nlohmann::ordered_json jt;
@@ -433,7 +444,17 @@ CheckpointMetadata CheckpointMetadata::FromJson(const nlohmann::json& j, const s
   return m;
 }
 
-std::string MetadataFileText(const CheckpointMetadata& m) { return SealJson(m.ToJson().dump(1)); }
+std::string MetadataFileText(const CheckpointMetadata& m) {
+  // The members before `tensors` through nlohmann (kilobytes), the index
+  // as text (distributed/tensor_index_text.h): the same bytes as
+  // m.ToJson().dump(1).
+  std::string body = JsonBeforeTensors(m).dump(1);  // "{\n ...\n}"
+  body.resize(body.size() - 2);
+  body += ",\n \"tensors\": ";
+  AppendTensorIndexText(m.tensors, 1, body);
+  body += "\n}";
+  return SealJson(body);
+}
 
 CheckpointMetadata ReadMetadataFile(const std::string& path) {
   return ParseMetadataText(ReadFile(path), path);

@@ -1,57 +1,117 @@
 #include "distributed/checkpoint_index.h"
 
+#include <simdjson.h>
+
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
+#include "distributed/json_text.h"
 #include "spec/error.h"
 
 namespace shardcheck {
 
-nlohmann::json RankFileJson(const std::string& file, const FileRecord& f, uint64_t data_offset,
-                            const std::vector<SafetensorsEntry>& entries,
-                            const std::vector<WrittenChunk>& chunks) {
-  std::unordered_map<std::string, const SafetensorsEntry*> by_name;
+std::string RankFileText(const std::string& file, const FileRecord& f, uint64_t data_offset,
+                         const std::vector<SafetensorsEntry>& entries,
+                         const std::vector<WrittenChunk>& chunks) {
+  std::unordered_map<std::string_view, const SafetensorsEntry*> by_name;
   by_name.reserve(entries.size());
   for (const SafetensorsEntry& e : entries) by_name.emplace(e.name, &e);
-  nlohmann::json out = {
-      {"file", file},
-      {"record",
-       {{"bytes", f.bytes}, {"header_bytes", f.header_bytes}, {"header_xxh3", f.header_xxh3}}},
-      {"chunks", nlohmann::json::array()}};
-  for (const WrittenChunk& c : chunks) {
+  std::string out = "{\"file\":";
+  AppendJsonString(out, file);
+  out += ",\"record\":{\"bytes\":";
+  AppendJsonInteger(out, f.bytes);
+  out += ",\"header_bytes\":";
+  AppendJsonInteger(out, f.header_bytes);
+  out += ",\"header_xxh3\":";
+  AppendJsonString(out, f.header_xxh3);
+  out += "},\"chunks\":[";
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const WrittenChunk& c = chunks[i];
     const auto e = by_name.find(c.key);
     if (e == by_name.end()) throw Error("written file " + file + " lacks " + c.key);
-    out["chunks"].push_back(
-        {{"key", c.key},
-         {"dtype", SafetensorsDtype(c.dtype)},
-         {"shape", c.shape},
-         {"offset", c.offset},
-         {"numel", c.numel},
-         {"name", c.key},
-         {"byte_range", {data_offset + e->second->begin, data_offset + e->second->end}},
-         {"xxh3", c.xxh3}});
+    out += i ? ",{\"key\":" : "{\"key\":";
+    AppendJsonString(out, c.key);
+    out += ",\"dtype\":";
+    AppendJsonString(out, SafetensorsDtype(c.dtype));
+    out += ",\"shape\":[";
+    for (size_t d = 0; d < c.shape.size(); ++d) {
+      if (d) out += ',';
+      AppendJsonInteger(out, c.shape[d]);
+    }
+    out += "],\"offset\":";
+    AppendJsonInteger(out, c.offset);
+    out += ",\"numel\":";
+    AppendJsonInteger(out, c.numel);
+    out += ",\"byte_range\":[";
+    AppendJsonInteger(out, data_offset + e->second->begin);
+    out += ',';
+    AppendJsonInteger(out, data_offset + e->second->end);
+    out += "],\"xxh3\":";
+    AppendJsonString(out, c.xxh3);
+    out += '}';
   }
+  out += "]}";
   return out;
 }
 
-void AddRankFiles(CheckpointMetadata& m, const std::vector<std::string>& per_rank) {
-  for (const std::string& s : per_rank) {
-    if (s.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(s);
-    const std::string file = j.at("file").get<std::string>();
-    const auto& fr = j.at("record");
-    m.files[file] = {fr.at("bytes").get<uint64_t>(), fr.at("header_bytes").get<uint64_t>(),
-                     fr.at("header_xxh3").get<std::string>()};
-    for (const auto& r : j.at("chunks")) {
-      TensorRecord& t = m.tensors[r.at("key").get<std::string>()];
-      t.key = r.at("key").get<std::string>();
-      t.dtype = ParseSafetensorsDtype(r.at("dtype").get<std::string>());
-      t.shape = r.at("shape").get<std::vector<int64_t>>();
-      const auto br = r.at("byte_range").get<std::vector<uint64_t>>();
-      t.chunks.push_back({r.at("offset").get<int64_t>(), r.at("numel").get<int64_t>(), file,
-                          r.at("name").get<std::string>(), br[0], br[1],
-                          r.at("xxh3").get<std::string>()});
+namespace {
+
+// One field of a rank's file record, or Error naming the rank and field.
+template <typename T>
+T Field(simdjson::dom::element parent, const char* name, int rank) {
+  T v;
+  if (parent[name].get(v))
+    throw Error("rank " + std::to_string(rank) + "'s file record: malformed field '" + name + "'");
+  return v;
+}
+
+std::vector<int64_t> Integers(simdjson::dom::array a) {
+  std::vector<int64_t> out;
+  for (simdjson::dom::element e : a) out.push_back(e.get_int64().value());
+  return out;
+}
+
+// Adds one rank's record (RankFileText) to `m`.
+void AddRankFile(CheckpointMetadata& m, simdjson::dom::element j, int rank) {
+  const std::string file(Field<std::string_view>(j, "file", rank));
+  const simdjson::dom::element fr = Field<simdjson::dom::element>(j, "record", rank);
+  m.files[file] = {Field<uint64_t>(fr, "bytes", rank), Field<uint64_t>(fr, "header_bytes", rank),
+                   std::string(Field<std::string_view>(fr, "header_xxh3", rank))};
+  for (simdjson::dom::element r : Field<simdjson::dom::array>(j, "chunks", rank)) {
+    const std::string key(Field<std::string_view>(r, "key", rank));
+    TensorRecord& t = m.tensors[key];
+    if (t.key.empty()) {
+      t.key = key;
+      t.dtype = ParseSafetensorsDtype(std::string(Field<std::string_view>(r, "dtype", rank)));
+      t.shape = Integers(Field<simdjson::dom::array>(r, "shape", rank));
     }
+    const simdjson::dom::array br = Field<simdjson::dom::array>(r, "byte_range", rank);
+    if (br.size() != 2)
+      throw Error("rank " + std::to_string(rank) + "'s file record: malformed field 'byte_range'");
+    ChunkRecord c;
+    c.offset = Field<int64_t>(r, "offset", rank);
+    c.numel = Field<int64_t>(r, "numel", rank);
+    c.file = file;
+    c.name = key;
+    c.byte_begin = br.at(0).get_uint64().value();
+    c.byte_end = br.at(1).get_uint64().value();
+    c.xxh3 = std::string(Field<std::string_view>(r, "xxh3", rank));
+    t.chunks.push_back(std::move(c));
+  }
+}
+
+}  // namespace
+
+void AddRankFiles(CheckpointMetadata& m, const std::vector<std::string>& per_rank) {
+  simdjson::dom::parser parser;
+  for (size_t rank = 0; rank < per_rank.size(); ++rank) {
+    const std::string& s = per_rank[rank];
+    if (s.empty()) continue;
+    simdjson::dom::element j;
+    if (parser.parse(s).get(j))
+      throw Error("rank " + std::to_string(rank) + "'s file record is not JSON");
+    AddRankFile(m, j, static_cast<int>(rank));
   }
   const auto by_offset = [](const ChunkRecord& a, const ChunkRecord& b) {
     return a.offset < b.offset;

@@ -1,5 +1,5 @@
 // How metadata.json's index is assembled (docs/checkpoint-format.md): each
-// rank describes the file it wrote as JSON (RankFileJson), rank 0 gathers
+// rank describes the file it wrote as JSON (RankFileText), rank 0 gathers
 // the descriptions and adds them to the metadata (AddRankFiles), beside the
 // layout fingerprint (LayoutRecord). A save (distributed/checkpoint.cc) and
 // the dry mode (distributed/dry_checkpoint.h) share these steps, so the dry
@@ -33,17 +33,22 @@ struct WrittenChunk {
   std::string xxh3;
 };
 
-// {"file": file, "record": f, "chunks": [...]}: what a rank sends rank 0 of
-// the file it wrote. `entries` are the file's header entries (any order;
-// looked up by name in O(1)), `data_offset` where its data section starts.
-// Throws Error when a chunk has no entry.
-nlohmann::json RankFileJson(const std::string& file, const FileRecord& f, uint64_t data_offset,
-                            const std::vector<SafetensorsEntry>& entries,
-                            const std::vector<WrittenChunk>& chunks);
+// What a rank sends rank 0 of the file it wrote, as compact JSON text
+// written without a DOM (distributed/json_text.h):
+//   {"file": F, "record": {"bytes", "header_bytes", "header_xxh3"},
+//    "chunks": [{"key", "dtype", "shape", "offset", "numel", "byte_range",
+//                "xxh3"}, ...]}
+// (a chunk is stored in the file under its key). `entries` are the file's
+// header entries (any order; looked up by name in O(1)), `data_offset`
+// where its data section starts. Throws Error when a chunk has no entry.
+std::string RankFileText(const std::string& file, const FileRecord& f, uint64_t data_offset,
+                         const std::vector<SafetensorsEntry>& entries,
+                         const std::vector<WrittenChunk>& chunks);
 
-// Adds every rank's file and chunks (RankFileJson's text; "" for a rank
-// that wrote nothing) to `m`, and checks that each tensor is covered
-// exactly once. Throws Error naming the tensor otherwise.
+// Adds every rank's file and chunks (RankFileText's text, parsed with
+// simdjson; "" for a rank that wrote nothing) to `m`, and checks that each
+// tensor is covered exactly once. Throws Error naming the rank and field of
+// a malformed record, or the tensor of a gap or overlap.
 void AddRankFiles(CheckpointMetadata& m, const std::vector<std::string>& per_rank);
 
 // The layout fingerprint metadata.json records of the buffer: its buckets,

@@ -71,7 +71,7 @@ c10::ScalarType ChunkDtype(const ChunkPlan& c, c10::ScalarType model_dtype) {
   return (c.key == sizes[0] || c.key == sizes[1]) ? at::kLong : at::kFloat;
 }
 
-// RankFileJson's text for `chunks` as WriteRankFile would describe the file
+// RankFileText's text for `chunks` as WriteRankFile would describe the file
 // (""  when the rank writes nothing); sets its header bytes.
 std::string RankRecord(int rank, const std::vector<ChunkPlan>& chunks, c10::ScalarType model_dtype,
                        uint64_t& header_bytes) {
@@ -89,7 +89,7 @@ std::string RankRecord(int rank, const std::vector<ChunkPlan>& chunks, c10::Scal
     written.push_back(
         {chunks[i].key, specs[i].dtype, chunks[i].shape, chunks[i].offset, chunks[i].numel, kNoChecksum});
   const FileRecord record{layout.FileBytes(), header_bytes, kNoChecksum};
-  return RankFileJson(file, record, layout.DataOffset(), layout.entries, written).dump();
+  return RankFileText(file, record, layout.DataOffset(), layout.entries, written);
 }
 
 }  // namespace

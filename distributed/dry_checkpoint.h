@@ -3,7 +3,7 @@
 // rank of a save of each sharding type writes, their safetensors headers,
 // the metadata.json rank 0 commits, and the reads a load at another DP
 // size plans. It runs the save's and load's own planning steps
-// (ShardingFormat::PlanChunks and Locate, LayOutSafetensors, RankFileJson,
+// (ShardingFormat::PlanChunks and Locate, LayOutSafetensors, RankFileText,
 // AddRankFiles, ChunksCovering) and skips only the tensors, the files and
 // the checksums (recorded as zeros), so its costs are the engine's.
 // distributed/dry_save_test.cc checks it against real saves.
@@ -39,7 +39,7 @@ struct DryModel {
 struct DrySave {
   CheckpointMetadata metadata;          // as rank 0 would commit it
   uint64_t metadata_bytes = 0;          // metadata.json's size
-  std::vector<uint64_t> record_bytes;   // per rank: its RankFileJson text (0: writes nothing)
+  std::vector<uint64_t> record_bytes;   // per rank: its RankFileText text (0: writes nothing)
   std::vector<uint64_t> header_bytes;   // per rank: its file's 8 + N header bytes (0: none)
   int64_t files = 0;                    // rank files + metadata.json
   int64_t chunks = 0;                   // chunk records in metadata.json

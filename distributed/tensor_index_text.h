@@ -1,0 +1,24 @@
+// The `tensors` member of metadata.json written straight from the records,
+// as text: the tensor index of a real-scale checkpoint holds hundreds of
+// thousands of chunk records, and building them into a JSON tree first
+// cost more than linear time (one small allocation per field, then their
+// frees; docs/performance.md, "Cost at scale"). The text is byte for byte
+// what nlohmann's dump(1) writes for CheckpointMetadata::ToJson's
+// `tensors` value, so files do not change.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "distributed/checkpoint_format.h"
+
+namespace shardcheck {
+
+// Appends the index as a JSON object at nesting `level` of a dump with
+// indent 1: "{", then one member per tensor in key order (each line
+// indented level + 1 spaces), then "\n" + level spaces + "}" ("{}" when
+// empty). Throws Error on a string that is not valid UTF-8, as dump does.
+void AppendTensorIndexText(const std::map<std::string, TensorRecord>& tensors, int level,
+                           std::string& out);
+
+}  // namespace shardcheck

@@ -1,0 +1,97 @@
+// AppendTensorIndexText against nlohmann's dump(1) of the same index, and
+// MetadataFileText against the sealed dump of ToJson: the same bytes.
+#include "distributed/tensor_index_text.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "distributed/sealed_json.h"
+
+namespace shardcheck {
+namespace {
+
+ChunkRecord Chunk(int64_t offset, int64_t numel, const std::string& file, const std::string& name,
+                  uint64_t begin, uint64_t end, const std::string& xxh3) {
+  ChunkRecord c;
+  c.offset = offset;
+  c.numel = numel;
+  c.file = file;
+  c.name = name;
+  c.byte_begin = begin;
+  c.byte_end = end;
+  c.xxh3 = xxh3;
+  return c;
+}
+
+// The index as ToJson writes it, dumped at `level` inside objects nested
+// that deep: what AppendTensorIndexText must reproduce.
+std::string NlohmannText(const std::map<std::string, TensorRecord>& tensors, int level) {
+  CheckpointMetadata m;
+  m.tensors = tensors;
+  nlohmann::ordered_json v = m.ToJson()["tensors"];
+  for (int i = 0; i < level; ++i) v = nlohmann::ordered_json{{"x", v}};
+  std::string text = v.dump(1);
+  // Strip the `level` wrapping objects' own lines: "{\n" + level spaces + "\"x\": " ... "\n" + "}".
+  for (int i = 0; i < level; ++i) {
+    const size_t open = text.find("\"x\": ");
+    text = text.substr(open + 5, text.rfind('\n') - open - 5);
+  }
+  return text;
+}
+
+std::map<std::string, TensorRecord> Index() {
+  std::map<std::string, TensorRecord> t;
+  TensorRecord a;
+  a.dtype = at::kFloat;
+  a.shape = {4, 3};
+  a.chunks = {Chunk(0, 6, "rank_00000.safetensors", "a/0", 0, 24, "0123456789abcdef"),
+              Chunk(6, 6, "rank_00001.safetensors", "a/1", 24, 48, "fedcba9876543210")};
+  t["decoder.layers.0.weight/exp_avg"] = a;
+  TensorRecord empty;  // a scalar with no chunk
+  empty.dtype = at::kLong;
+  t["bucket_sizes"] = empty;
+  TensorRecord odd;  // names that need escaping, UTF-8, DEL
+  odd.dtype = at::kBFloat16;
+  odd.shape = {0};
+  odd.chunks = {Chunk(-1, 0, "q\"uote\\back", "tab\tnl\ncr\r\x01\x1f", 18446744073709551615ull, 0,
+                      "\xc3\xa9\x7f")};
+  t["w\xc3\xa9ight \"quoted\""] = odd;
+  return t;
+}
+
+TEST(TensorIndexText, SameBytesAsNlohmannAtEveryLevel) {
+  for (int level : {0, 1, 3}) {
+    std::string out;
+    AppendTensorIndexText(Index(), level, out);
+    EXPECT_EQ(out, NlohmannText(Index(), level)) << "level " << level;
+  }
+}
+
+TEST(TensorIndexText, AnEmptyIndexIsAnEmptyObject) {
+  std::string out = "x";
+  AppendTensorIndexText({}, 1, out);
+  EXPECT_EQ(out, "x{}");
+  EXPECT_EQ(out.substr(1), NlohmannText({}, 1));
+}
+
+TEST(TensorIndexText, InvalidUtf8IsRefusedAsDumpRefusesIt) {
+  std::map<std::string, TensorRecord> t = Index();
+  t["bad\xff"] = TensorRecord{};
+  std::string out;
+  EXPECT_THROW(AppendTensorIndexText(t, 1, out), nlohmann::json::type_error);
+}
+
+TEST(TensorIndexText, MetadataFileTextIsTheSealedDumpOfToJson) {
+  CheckpointMetadata m;
+  m.optimizer = "adam";
+  m.optimizer_config = nlohmann::ordered_json::object();
+  m.files["rank_00000.safetensors"] = FileRecord{48, 8, "00000000000000aa"};
+  for (const auto& idx : {std::map<std::string, TensorRecord>{}, Index()}) {
+    m.tensors = idx;
+    EXPECT_EQ(MetadataFileText(m), SealJson(m.ToJson().dump(1)));
+  }
+}
+
+}  // namespace
+}  // namespace shardcheck
