@@ -4,9 +4,11 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <unordered_set>
 
 #include "distributed/file_util.h"
+#include "distributed/json_text.h"
 #include "spec/error.h"
 #include "spec/json_numbers.h"
 
@@ -42,13 +44,15 @@ SafetensorsLayout LayOutSafetensors(const std::string& path,
                                     const std::vector<SafetensorsSpec>& tensors,
                                     const std::map<std::string, std::string>& metadata) {
   // The header is written in the order given, as nlohmann's compact dump
-  // would write it; built as text because ordered_json's inserts search its
-  // keys linearly.
+  // would write it; built as text (distributed/json_text.h) because a JSON
+  // tree per entry cost more than linear time in the allocator at 100k
+  // tensors, and ordered_json's inserts search their keys linearly.
   SafetensorsLayout out;
   out.entries.reserve(tensors.size());
   out.json = "{";
   if (!metadata.empty()) out.json += "\"__metadata__\":" + nlohmann::json(metadata).dump();
-  std::unordered_set<std::string> names;
+  std::unordered_set<std::string_view> names;
+  names.reserve(tensors.size());
   uint64_t offset = 0;
   for (const SafetensorsSpec& t : tensors) {
     if (t.name == "__metadata__") throw Error(path + ": '__metadata__' is not a tensor name");
@@ -56,11 +60,20 @@ SafetensorsLayout LayOutSafetensors(const std::string& path,
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;
     const uint64_t bytes = static_cast<uint64_t>(numel) * c10::elementSize(t.dtype);
-    const nlohmann::ordered_json entry = {{"dtype", SafetensorsDtype(t.dtype)},
-                                          {"shape", t.shape},
-                                          {"data_offsets", {offset, offset + bytes}}};
     if (out.json.size() > 1) out.json += ',';
-    out.json += nlohmann::json(t.name).dump() + ":" + entry.dump();
+    AppendJsonString(out.json, t.name);
+    out.json += ":{\"dtype\":";
+    AppendJsonString(out.json, SafetensorsDtype(t.dtype));
+    out.json += ",\"shape\":[";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) out.json += ',';
+      AppendJsonInteger(out.json, t.shape[d]);
+    }
+    out.json += "],\"data_offsets\":[";
+    AppendJsonInteger(out.json, offset);
+    out.json += ',';
+    AppendJsonInteger(out.json, offset + bytes);
+    out.json += "]}";
     out.entries.push_back({t.name, t.dtype, t.shape, offset, offset + bytes});
     offset += bytes;
   }

@@ -147,3 +147,38 @@ TEST_F(Safetensors, PartsOfMixedDtypesOrAWrongCountAreRefused) {
 
 }  // namespace
 }  // namespace shardcheck
+
+namespace shardcheck {
+namespace {
+
+// The header LayOutSafetensors writes as text is the compact dump of the
+// JSON object the format defines, entry by entry in the order given.
+TEST(SafetensorsLayoutText, HeaderIsTheCompactDumpOfTheDefinedObject) {
+  const std::vector<SafetensorsSpec> specs = {
+      {"w", at::kFloat, {4, 3}},
+      {"scalar", at::kLong, {}},
+      {"empty", at::kBFloat16, {0, 7}},
+      {"q\"uote\\ tab\t \xc3\xa9", at::kHalf, {5}},
+  };
+  const std::map<std::string, std::string> tags = {{"format", "x"}, {"rank", "3"}};
+  const SafetensorsLayout layout = LayOutSafetensors("f.safetensors", specs, tags);
+  nlohmann::ordered_json expected = nlohmann::ordered_json::object();
+  expected["__metadata__"] = tags;
+  uint64_t offset = 0;
+  for (const SafetensorsSpec& s : specs) {
+    int64_t numel = 1;
+    for (int64_t d : s.shape) numel *= d;
+    const uint64_t bytes = static_cast<uint64_t>(numel) * c10::elementSize(s.dtype);
+    expected[s.name] = {{"dtype", SafetensorsDtype(s.dtype)},
+                        {"shape", s.shape},
+                        {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = expected.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  EXPECT_EQ(layout.json, text);
+  EXPECT_EQ(layout.entries.size(), specs.size());
+}
+
+}  // namespace
+}  // namespace shardcheck
