@@ -30,10 +30,14 @@ equivalent mutants are not bugs a test could catch.
 
 Usage: ci/mutation [--sample N] [--seed S] [--labels a,b,...] [--cap SECONDS]
                    [--out DIR] [--folder F ...] [--resume]
+       ci/mutation --sample N --seed S --untried [--out DIR]
        ci/mutation --retest ROWS [--equivalent SOURCE:LINE ...] [--out DIR] [--resume]
 
 --resume keeps the mutants already in OUT/mutants.jsonl (same sample, same
 seed) and tries the rest: a long run survives an interruption.
+
+--untried writes the sample's mutants that OUT/mutants.jsonl has no row of
+(an interrupted run's rest) to OUT/untried.jsonl as `untried` rows, and stops.
 
 --retest ROWS tries again, on the current tree, the mutants an earlier run
 (its mutants.jsonl, ROWS) did not kill: its survived and timed-out rows,
@@ -271,6 +275,17 @@ def remake(row: dict, into: pathlib.Path) -> Optional[Mutant]:
     return Mutant(row["source"], str(path), i + 1, row["diff"], f"{row['source']}:{row['line']}")
 
 
+def write_untried(sample: List[Mutant], out: pathlib.Path) -> int:
+    """--untried: the sample's mutants that OUT/mutants.jsonl has no row of,
+    as `untried` rows in OUT/untried.jsonl (for --retest on a later tree)."""
+    done = {r["mutant"] for r in earlier_rows(out / "mutants.jsonl", {m.path for m in sample})}
+    rows = [dict(source=m.source, line=m.line, diff=m.diff, mutant=m.path, outcome="untried")
+            for m in sample if m.path not in done]
+    (out / "untried.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"ci/mutation: {len(rows)} of the sample's {len(sample)} mutants untried: {out / 'untried.jsonl'}")
+    return 0
+
+
 def earlier_rows(path: pathlib.Path, wanted: set) -> List[dict]:
     """The rows of an interrupted run of the same sample (--resume): those
     whose `mutant` is in `wanted`."""
@@ -304,8 +319,12 @@ def summarize(rows: List[dict], out: pathlib.Path, command: str, seconds: float)
     lines.append(score_row("**all**", total))
     lines += ["", "## Survivors", ""]
     for r in rows:
-        if r["outcome"] in ("survived", "timed-out", "gone"):
+        if r["outcome"] in ("survived", "timed-out"):
             lines.append(f"- `{r['source']}:{r['line']}` {r['outcome']}: `{r['diff']}`")
+    gone = [r for r in rows if r["outcome"] == "gone"]
+    if gone:
+        lines += ["", "## Gone (--retest: the changed line is no longer in the source)", ""]
+        lines += [f"- `{r['retest_of']}`: `{r['diff']}`" for r in gone]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:len(by_folder) + 7]))
 
@@ -334,6 +353,8 @@ def main() -> int:
     ap.add_argument("--out", default="out/mutation", help="output folder (default out/mutation)")
     ap.add_argument("--folder", action="append", help="source folders (default: %s)" % " ".join(FOLDERS))
     ap.add_argument("--resume", action="store_true", help="keep the mutants already in OUT/mutants.jsonl")
+    ap.add_argument("--untried", action="store_true",
+                    help="write the sample's mutants OUT/mutants.jsonl lacks to OUT/untried.jsonl, and stop")
     ap.add_argument("--retest", metavar="ROWS", help="try an earlier run's survivors on today's tree")
     ap.add_argument("--equivalent", action="append", default=[], metavar="SOURCE:LINE",
                     help="with --retest: a row triaged equivalent, carried over without a run")
@@ -360,6 +381,8 @@ def main() -> int:
         sample = random.Random(args.seed).sample(pool, min(args.sample, len(pool)))
         decided = []
         print(f"ci/mutation: {len(sample)} of {len(pool)} mutants, labels {args.labels}", flush=True)
+        if args.untried:
+            return write_untried(sample, out)
     if not build(out / "baseline.log"):
         print("ci/mutation: the unmutated tree does not build (see baseline.log)", file=sys.stderr)
         return 2
