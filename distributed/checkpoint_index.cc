@@ -66,9 +66,16 @@ T Field(simdjson::dom::element parent, const char* name, int rank) {
   return v;
 }
 
-std::vector<int64_t> Integers(simdjson::dom::array a) {
-  std::vector<int64_t> out;
-  for (simdjson::dom::element e : a) out.push_back(e.get_int64().value());
+// The integers of an array field, or Error naming the rank and field.
+template <typename Int>
+std::vector<Int> Integers(simdjson::dom::element parent, const char* name, int rank) {
+  std::vector<Int> out;
+  for (simdjson::dom::element e : Field<simdjson::dom::array>(parent, name, rank)) {
+    Int v;
+    if (e.get(v))
+      throw Error("rank " + std::to_string(rank) + "'s file record: malformed field '" + name + "'");
+    out.push_back(v);
+  }
   return out;
 }
 
@@ -84,9 +91,9 @@ void AddRankFile(CheckpointMetadata& m, simdjson::dom::element j, int rank) {
     if (t.key.empty()) {
       t.key = key;
       t.dtype = ParseSafetensorsDtype(std::string(Field<std::string_view>(r, "dtype", rank)));
-      t.shape = Integers(Field<simdjson::dom::array>(r, "shape", rank));
+      t.shape = Integers<int64_t>(r, "shape", rank);
     }
-    const simdjson::dom::array br = Field<simdjson::dom::array>(r, "byte_range", rank);
+    const std::vector<uint64_t> br = Integers<uint64_t>(r, "byte_range", rank);
     if (br.size() != 2)
       throw Error("rank " + std::to_string(rank) + "'s file record: malformed field 'byte_range'");
     ChunkRecord c;
@@ -94,8 +101,8 @@ void AddRankFile(CheckpointMetadata& m, simdjson::dom::element j, int rank) {
     c.numel = Field<int64_t>(r, "numel", rank);
     c.file = file;
     c.name = key;
-    c.byte_begin = br.at(0).get_uint64().value();
-    c.byte_end = br.at(1).get_uint64().value();
+    c.byte_begin = br[0];
+    c.byte_end = br[1];
     c.xxh3 = std::string(Field<std::string_view>(r, "xxh3", rank));
     t.chunks.push_back(std::move(c));
   }

@@ -63,25 +63,15 @@ class IndentedWriter {
 };
 
 void AppendChunk(IndentedWriter& w, int level, const ChunkRecord& c) {
-  w.Open('{');
-  w.Key(level + 1, "offset");
-  w.Number(c.offset);
-  w.Separator();
-  w.Key(level + 1, "numel");
-  w.Number(c.numel);
-  w.Separator();
-  w.Key(level + 1, "file");
-  w.String(c.file);
-  w.Separator();
-  w.Key(level + 1, "name");
-  w.String(c.name);
-  w.Separator();
-  w.Key(level + 1, "byte_range");
+  const int in = level + 1;
   const uint64_t range[2] = {c.byte_begin, c.byte_end};
-  w.NumberArray(level + 1, range, 2);
-  w.Separator();
-  w.Key(level + 1, "xxh3");
-  w.String(c.xxh3);
+  w.Open('{');
+  w.Key(in, "offset"), w.Number(c.offset), w.Separator();
+  w.Key(in, "numel"), w.Number(c.numel), w.Separator();
+  w.Key(in, "file"), w.String(c.file), w.Separator();
+  w.Key(in, "name"), w.String(c.name), w.Separator();
+  w.Key(in, "byte_range"), w.NumberArray(in, range, 2), w.Separator();
+  w.Key(in, "xxh3"), w.String(c.xxh3);
   w.Close(level, '}');
 }
 
