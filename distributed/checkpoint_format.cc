@@ -449,11 +449,12 @@ std::string MetadataFileText(const CheckpointMetadata& m) {
   // as text (distributed/tensor_index_text.h): the same bytes as
   // m.ToJson().dump(1).
   std::string body = JsonBeforeTensors(m).dump(1);  // "{\n ...\n}"
+  body.reserve(body.size() + TensorIndexTextBound(m.tensors, 1) + 128);  // and the seal
   body.resize(body.size() - 2);
   body += ",\n \"tensors\": ";
   AppendTensorIndexText(m.tensors, 1, body);
   body += "\n}";
-  return SealJson(body);
+  return SealJson(std::move(body));
 }
 
 CheckpointMetadata ReadMetadataFile(const std::string& path) {

@@ -15,9 +15,9 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "distributed/name_index.h"
 #include "distributed/sharding_type.h"
 #include "spec/error.h"
 #include "spec/lr_schedule.h"
@@ -111,10 +111,11 @@ class TensorIndex {
  public:
   TensorIndex() = default;
   explicit TensorIndex(const CheckpointMetadata& m);
-  const TensorRecord* Find(const std::string& key) const;
+  const TensorRecord* Find(std::string_view key) const;
 
  private:
-  std::unordered_map<std::string_view, const TensorRecord*> by_key_;
+  NameIndex by_key_;                      // key -> position in records_
+  std::vector<const TensorRecord*> records_;
 };
 
 // One file of the checkpoint folder (format version 3 on).

@@ -3,21 +3,61 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <memory>
 #include <string_view>
-#include <unordered_map>
 
 #include "distributed/json_text.h"
+#include "distributed/name_index.h"
 #include "spec/error.h"
 
 namespace shardcheck {
 
+namespace {
+
+// Chunk i's header entry: entries[i] when the header lists the chunks in
+// their order (a save writes them so), else found by name.
+class EntryOfChunk {
+ public:
+  EntryOfChunk(const std::vector<SafetensorsEntry>& entries, const std::vector<WrittenChunk>& chunks)
+      : entries_(entries) {
+    bool same_order = entries.size() == chunks.size();
+    for (size_t i = 0; same_order && i < chunks.size(); ++i)
+      same_order = entries[i].name == chunks[i].key;
+    if (same_order) return;
+    by_name_ = std::make_unique<NameIndex>(entries.size());
+    for (const SafetensorsEntry& e : entries) by_name_->Add(e.name);
+  }
+
+  // Null when the header has no entry for `c`.
+  const SafetensorsEntry* operator()(size_t i, const WrittenChunk& c) const {
+    if (!by_name_) return &entries_[i];
+    const int64_t id = by_name_->Find(c.key);
+    return id < 0 ? nullptr : &entries_[static_cast<size_t>(id)];
+  }
+
+ private:
+  const std::vector<SafetensorsEntry>& entries_;
+  std::unique_ptr<NameIndex> by_name_;
+};
+
+// An upper bound of RankFileText's length for names without escapes.
+size_t RankFileTextBound(const std::string& file, const std::vector<WrittenChunk>& chunks) {
+  constexpr size_t kFixed = 128, kNumber = 21;
+  size_t n = file.size() + kFixed;
+  for (const WrittenChunk& c : chunks)
+    n += c.key.size() + c.xxh3.size() + kFixed + kNumber * (c.shape.size() + 4);
+  return n;
+}
+
+}  // namespace
+
 std::string RankFileText(const std::string& file, const FileRecord& f, uint64_t data_offset,
                          const std::vector<SafetensorsEntry>& entries,
                          const std::vector<WrittenChunk>& chunks) {
-  std::unordered_map<std::string_view, const SafetensorsEntry*> by_name;
-  by_name.reserve(entries.size());
-  for (const SafetensorsEntry& e : entries) by_name.emplace(e.name, &e);
-  std::string out = "{\"file\":";
+  const EntryOfChunk entry_of(entries, chunks);
+  std::string out;
+  out.reserve(RankFileTextBound(file, chunks));
+  out += "{\"file\":";
   AppendJsonString(out, file);
   out += ",\"record\":{\"bytes\":";
   AppendJsonInteger(out, f.bytes);
@@ -28,8 +68,8 @@ std::string RankFileText(const std::string& file, const FileRecord& f, uint64_t 
   out += "},\"chunks\":[";
   for (size_t i = 0; i < chunks.size(); ++i) {
     const WrittenChunk& c = chunks[i];
-    const auto e = by_name.find(c.key);
-    if (e == by_name.end()) throw Error("written file " + file + " lacks " + c.key);
+    const SafetensorsEntry* e = entry_of(i, c);
+    if (!e) throw Error("written file " + file + " lacks " + c.key);
     out += i ? ",{\"key\":" : "{\"key\":";
     AppendJsonString(out, c.key);
     out += ",\"dtype\":";
@@ -44,9 +84,9 @@ std::string RankFileText(const std::string& file, const FileRecord& f, uint64_t 
     out += ",\"numel\":";
     AppendJsonInteger(out, c.numel);
     out += ",\"byte_range\":[";
-    AppendJsonInteger(out, data_offset + e->second->begin);
+    AppendJsonInteger(out, data_offset + e->begin);
     out += ',';
-    AppendJsonInteger(out, data_offset + e->second->end);
+    AppendJsonInteger(out, data_offset + e->end);
     out += "],\"xxh3\":";
     AppendJsonString(out, c.xxh3);
     out += '}';

@@ -164,14 +164,17 @@ ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel, si
   return {first, last};
 }
 
-TensorIndex::TensorIndex(const CheckpointMetadata& m) {
-  by_key_.reserve(m.tensors.size());
-  for (const auto& [key, t] : m.tensors) by_key_.emplace(key, &t);
+TensorIndex::TensorIndex(const CheckpointMetadata& m) : by_key_(m.tensors.size()) {
+  records_.reserve(m.tensors.size());
+  for (const auto& [key, t] : m.tensors) {
+    by_key_.Add(key);
+    records_.push_back(&t);
+  }
 }
 
-const TensorRecord* TensorIndex::Find(const std::string& key) const {
-  const auto it = by_key_.find(key);
-  return it == by_key_.end() ? nullptr : it->second;
+const TensorRecord* TensorIndex::Find(std::string_view key) const {
+  const int64_t id = by_key_.Find(key);
+  return id < 0 ? nullptr : records_[static_cast<size_t>(id)];
 }
 
 void CheckpointReader::CheckRange(const TensorRecord& t, int64_t begin, int64_t numel) const {

@@ -4,11 +4,10 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <string_view>
-#include <unordered_set>
 
 #include "distributed/file_util.h"
 #include "distributed/json_text.h"
+#include "distributed/name_index.h"
 #include "spec/error.h"
 #include "spec/json_numbers.h"
 
@@ -25,6 +24,19 @@ constexpr DtypeName kDtypes[] = {
     {c10::kLong, "I64"},  {c10::kInt, "I32"},       {c10::kShort, "I16"}, {c10::kChar, "I8"},
     {c10::kByte, "U8"},   {c10::kBool, "BOOL"},
 };
+
+// An upper bound of a header's length without its metadata, for names
+// without escapes (a longer text still grows as a string does): reserving
+// it keeps a header of 100k entries from being copied as it doubles.
+size_t HeaderTextBound(const std::vector<SafetensorsSpec>& tensors) {
+  // "name":{"dtype":"BOOL","shape":[...],"data_offsets":[a,b]}, and a
+  // comma; each number at most 20 digits.
+  constexpr size_t kFixed = 64, kNumber = 21;
+  size_t n = 64;
+  for (const SafetensorsSpec& t : tensors)
+    n += t.name.size() + kFixed + kNumber * (t.shape.size() + 2);
+  return n;
+}
 
 }  // namespace
 
@@ -49,14 +61,14 @@ SafetensorsLayout LayOutSafetensors(const std::string& path,
   // tensors, and ordered_json's inserts search their keys linearly.
   SafetensorsLayout out;
   out.entries.reserve(tensors.size());
+  out.json.reserve(HeaderTextBound(tensors));
   out.json = "{";
   if (!metadata.empty()) out.json += "\"__metadata__\":" + nlohmann::json(metadata).dump();
-  std::unordered_set<std::string_view> names;
-  names.reserve(tensors.size());
+  NameIndex names(tensors.size());
   uint64_t offset = 0;
   for (const SafetensorsSpec& t : tensors) {
     if (t.name == "__metadata__") throw Error(path + ": '__metadata__' is not a tensor name");
-    if (!names.insert(t.name).second) throw Error(path + ": duplicate tensor " + t.name);
+    if (!names.Add(t.name)) throw Error(path + ": duplicate tensor " + t.name);
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;
     const uint64_t bytes = static_cast<uint64_t>(numel) * c10::elementSize(t.dtype);

@@ -15,11 +15,16 @@ constexpr size_t kDigits = 16;
 
 }  // namespace
 
-std::string SealJson(const std::string& body) {
+std::string SealJson(std::string body) {
   if (body.size() < 2 || body.compare(body.size() - 2, 2, "\n}") != 0)
     throw Error("internal: sealed JSON body must end in \"\\n}\"");
-  return body.substr(0, body.size() - 2) + SealPrefix() + Xxh3Hex(body.data(), body.size()) +
-         kSealEnd;
+  // In place: a metadata.json of 100k tensors is tens of megabytes.
+  const std::string digits = Xxh3Hex(body.data(), body.size());
+  body.resize(body.size() - 2);
+  body += SealPrefix();
+  body += digits;
+  body += kSealEnd;
+  return body;
 }
 
 SealState CheckSeal(const std::string& text, const std::string& path) {
@@ -32,8 +37,11 @@ SealState CheckSeal(const std::string& text, const std::string& path) {
                    kSealEnd) != 0)
     return SealState::kAbsent;
   const std::string stored = text.substr(at + prefix.size(), kDigits);
-  const std::string body = text.substr(0, at) + "\n}";
-  const std::string computed = Xxh3Hex(body.data(), body.size());
+  // The body is text[0, at) followed by "\n}": hashed in two pieces, not copied.
+  Xxh3Stream body;
+  body.Update(text.data(), at);
+  body.Update("\n}", 2);
+  const std::string computed = body.Hex();
   if (stored != computed)
     throw Error(path + ": checksum mismatch (" + kSealMember + " " + stored +
                 ", content hashes to " + computed + "): the file is corrupt");

@@ -15,8 +15,9 @@ namespace shardcheck {
 
 inline constexpr const char* kSealMember = "metadata_xxh3";
 
-// `body`: a JSON object as nlohmann's dump(1) writes it (ends in "\n}").
-std::string SealJson(const std::string& body);
+// `body`: a JSON object as nlohmann's dump(1) writes it (ends in "\n}");
+// sealed in place (pass a temporary to avoid a copy).
+std::string SealJson(std::string body);
 
 // What Unseal found.
 enum class SealState { kAbsent, kVerified };

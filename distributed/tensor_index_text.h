@@ -21,4 +21,10 @@ namespace shardcheck {
 void AppendTensorIndexText(const std::map<std::string, TensorRecord>& tensors, int level,
                            std::string& out);
 
+// An upper bound of the bytes AppendTensorIndexText appends at `level` for
+// strings without escapes (a longer text still grows as a string does):
+// reserving it keeps a text of tens of megabytes from being copied as it
+// doubles.
+size_t TensorIndexTextBound(const std::map<std::string, TensorRecord>& tensors, int level);
+
 }  // namespace shardcheck

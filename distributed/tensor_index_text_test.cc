@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "distributed/sealed_json.h"
@@ -80,6 +82,24 @@ TEST(TensorIndexText, InvalidUtf8IsRefusedAsDumpRefusesIt) {
   t["bad\xff"] = TensorRecord{};
   std::string out;
   EXPECT_THROW(AppendTensorIndexText(t, 1, out), nlohmann::json::type_error);
+}
+
+// The reservation is a bound for names without escapes, numbers of any
+// width included (a shortfall would not be wrong, only slow: the text
+// doubling and copying itself at scale).
+TEST(TensorIndexText, BoundCoversATextWithoutEscapes) {
+  std::map<std::string, TensorRecord> t = Index();
+  t.erase("w\xc3\xa9ight \"quoted\"");
+  TensorRecord wide;
+  wide.shape = {INT64_MIN, INT64_MAX, 1};
+  for (int i = 0; i < 3; ++i)
+    wide.chunks.push_back(Chunk(INT64_MIN, INT64_MAX, "r", "n", UINT64_MAX, UINT64_MAX, "0123456789abcdef"));
+  t["w"] = wide;
+  for (int level : {0, 1, 3}) {
+    std::string out;
+    AppendTensorIndexText(t, level, out);
+    EXPECT_LE(out.size(), TensorIndexTextBound(t, level)) << "level " << level;
+  }
 }
 
 TEST(TensorIndexText, MetadataFileTextIsTheSealedDumpOfToJson) {
