@@ -386,11 +386,24 @@ void ReadTensors(simdjson::dom::element j, CheckpointMetadata& m, std::string& f
   field = "tensors";
   FileNames files;
   for (const auto& [name, record] : m.files) files.insert(name);
+  // Read first, then added to the map in one run: the map's nodes lie in
+  // key order in memory (a load's index walks them in that order), and a
+  // key after the last one (as every writer lists them) goes in at the
+  // end without a search.
+  std::vector<TensorRecord> read;
   for (const simdjson::dom::key_value_pair kv : j.get_object()) {
-    const std::string key(kv.key);
-    field = "tensors." + key;
-    TensorRecord t = ReadTensor(key, kv.value, m, files);
-    if (!m.tensors.emplace(key, std::move(t)).second) throw Error("listed twice");
+    field = "tensors.";
+    field.append(kv.key);
+    read.push_back(ReadTensor(std::string(kv.key), kv.value, m, files));
+  }
+  for (TensorRecord& t : read) {
+    field = "tensors." + t.key;
+    const bool last = m.tensors.empty() || m.tensors.rbegin()->first < t.key;
+    if (last) {
+      m.tensors.emplace_hint(m.tensors.end(), t.key, std::move(t));
+    } else if (!m.tensors.emplace(t.key, std::move(t)).second) {
+      throw Error("listed twice");
+    }
   }
 }
 

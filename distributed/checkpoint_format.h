@@ -112,6 +112,9 @@ class TensorIndex {
   TensorIndex() = default;
   explicit TensorIndex(const CheckpointMetadata& m);
   const TensorRecord* Find(std::string_view key) const;
+  // Find of each of `keys`, in order, the lookups' cache misses overlapped
+  // (NameIndex::FindAll): a load resolves all its pieces' keys at once.
+  std::vector<const TensorRecord*> FindAll(const std::vector<std::string_view>& keys) const;
 
  private:
   NameIndex by_key_;                      // key -> position in records_

@@ -52,26 +52,33 @@ LoadPlan ReadOwnedPieces(DistributedOptimizer& opt, CheckpointReader& reader,
   const ShardingFormat& format = FormatOf(reader.metadata().sharding_type);
   const std::vector<int64_t> prefix = BucketPrefix(opt.layout());
   const ShardPlace place = PlaceOf(opt);
-  const LoadView view{place, reader.metadata(), reader.index(), prefix};
+  const LoadView view{place, reader.metadata(), prefix};
+  std::vector<at::Tensor> dsts;  // each piece and kind, where[i] its bytes
+  std::vector<int64_t> sizes;    // its elements
+  std::vector<TensorRange> where;
+  for (OwnedPiece& p : opt.Owned()) {
+    for (const PieceKind& kind : PieceKinds(StateNames(opt, p.child))) {
+      dsts.push_back(kind.Of(p));
+      sizes.push_back(p.param_range.size());
+      where.push_back(Locate(view, format, p, kind.name));
+    }
+  }
+  const std::vector<const TensorRecord*> records = FindRanges(reader.index(), where);
   LoadPlan plan;
   std::vector<CheckpointReader::Range> ranges;
   std::vector<size_t> read_into;  // ranges[i] stages plan[read_into[i]]
-  for (OwnedPiece& p : opt.Owned()) {
-    for (const PieceKind& kind : PieceKinds(StateNames(opt, p.child))) {
-      at::Tensor dst = kind.Of(p);
-      const TensorRange where = Locate(view, format, p, kind.name);
-      if (!reader.Has(where.key)) {
-        plan.push_back({dst, at::zeros_like(dst)});
-        continue;
-      }
-      const TensorRecord& rec = reader.Record(where.key);
-      if (rec.dtype != dst.scalar_type())
-        throw Error("checkpoint " + dir + ": tensor " + where.key + " has dtype " +
-                    DtypeName(rec.dtype) + ", expected " + DtypeName(dst.scalar_type()));
-      read_into.push_back(plan.size());
-      plan.push_back({dst, at::Tensor()});
-      ranges.push_back({where.key, where.begin, p.param_range.size()});
+  for (size_t i = 0; i < where.size(); ++i) {
+    const at::Tensor& dst = dsts[i];
+    if (!records[i]) {
+      plan.push_back({dst, at::zeros_like(dst)});
+      continue;
     }
+    if (records[i]->dtype != dst.scalar_type())
+      throw Error("checkpoint " + dir + ": tensor " + where[i].key + " has dtype " +
+                  DtypeName(records[i]->dtype) + ", expected " + DtypeName(dst.scalar_type()));
+    read_into.push_back(plan.size());
+    plan.push_back({dst, at::Tensor()});
+    ranges.push_back({where[i].key, where[i].begin, sizes[i]});
   }
   // One pass over the files: each chunk read once, only the bytes needed staged.
   std::vector<at::Tensor> staged = reader.ReadRanges(ranges);

@@ -10,11 +10,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "distributed/checkpoint.h"
 #include "distributed/checkpoint_format.h"
 #include "distributed/communicator_local.h"
 #include "distributed/distrib_optimizer.h"
+#include "distributed/sealed_json.h"
 #include "spec/config.h"
 #include "spec/error.h"
 #include "testing/model_spec.h"
@@ -94,6 +96,39 @@ TEST(CheckpointMetadataShapes, TextReaderAgreesWithFromJsonAndNamesTheField) {
         << e.what();
   }
   EXPECT_THROW(ParseMetadataText(text.substr(0, text.size() / 2), "m.json"), Error);
+}
+
+// Writers list the tensors in key order and the reader takes that run
+// without a search; any other order is read to the same metadata, and a
+// key met again out of order is still refused.
+TEST(CheckpointMetadataShapes, TensorsInAnyOrderReadTheSame) {
+  TempDir tmp("metadata_order");
+  const nlohmann::json saved = SavedMetadata(tmp);
+  ASSERT_GE(saved.at("tensors").size(), 3u);
+  const std::string sorted = MetadataFileText(CheckpointMetadata::FromJson(saved, "m.json"));
+  nlohmann::ordered_json reversed = nlohmann::ordered_json::parse(saved.dump());
+  reversed.erase(kSealMember);  // sealed again below
+  nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
+  std::vector<std::string> keys;
+  for (auto it = saved["tensors"].begin(); it != saved["tensors"].end(); ++it) keys.push_back(it.key());
+  for (auto k = keys.rbegin(); k != keys.rend(); ++k) tensors[*k] = reversed["tensors"][*k];
+  reversed["tensors"] = tensors;
+  EXPECT_EQ(MetadataFileText(ParseMetadataText(SealJson(reversed.dump(1)), "m.json")), sorted);
+
+  // The last key listed again after a smaller one: refused, naming it.
+  std::string again = reversed.dump(1);
+  const std::string last = "\"" + keys.front() + "\": ";  // listed last in `reversed`
+  const size_t at = again.rfind(last);
+  ASSERT_NE(at, std::string::npos);
+  again.insert(at, last + saved["tensors"][keys[1]].dump() + ",\n  ");
+  try {
+    ParseMetadataText(SealJson(again), "m.json");
+    ADD_FAILURE() << "a tensor listed twice was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensors." + keys.front() + ": listed twice"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

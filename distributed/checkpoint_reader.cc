@@ -165,16 +165,31 @@ ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel, si
 }
 
 TensorIndex::TensorIndex(const CheckpointMetadata& m) : by_key_(m.tensors.size()) {
+  std::vector<std::string_view> keys;
+  keys.reserve(m.tensors.size());
   records_.reserve(m.tensors.size());
   for (const auto& [key, t] : m.tensors) {
-    by_key_.Add(key);
+    keys.push_back(key);
     records_.push_back(&t);
   }
+  by_key_.AddAll(keys);  // a map's keys: none already in
 }
 
 const TensorRecord* TensorIndex::Find(std::string_view key) const {
   const int64_t id = by_key_.Find(key);
   return id < 0 ? nullptr : records_[static_cast<size_t>(id)];
+}
+
+std::vector<const TensorRecord*> TensorIndex::FindAll(
+    const std::vector<std::string_view>& keys) const {
+  const std::vector<int64_t> ids = by_key_.FindAll(keys);
+  std::vector<const TensorRecord*> found(ids.size(), nullptr);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) continue;
+    found[i] = records_[static_cast<size_t>(ids[i])];
+    __builtin_prefetch(found[i]);  // the caller reads each record next
+  }
+  return found;
 }
 
 void CheckpointReader::CheckRange(const TensorRecord& t, int64_t begin, int64_t numel) const {

@@ -136,6 +136,22 @@ DrySave PlanDrySave(const DryModel& model, ShardingType type, int dp) {
   return out;
 }
 
+namespace {
+
+// Where each (piece, kind) of `rank`'s shard lies in the checkpoint, in
+// the order a load lists them (ReadOwnedPieces, checkpoint_load.cc).
+std::vector<TensorRange> RankRanges(const ShardingFormat& format, const LoadView& view,
+                                    const std::vector<OwnedPiece>& pieces,
+                                    const std::vector<std::string>& kinds) {
+  std::vector<TensorRange> where;
+  where.reserve(pieces.size() * kinds.size());
+  for (const OwnedPiece& p : pieces)
+    for (const std::string& kind : kinds) where.push_back(format.Locate(view, p, kind));
+  return where;
+}
+
+}  // namespace
+
 DryLoad PlanDryLoad(const DryModel& model, const CheckpointMetadata& saved, int dp) {
   std::vector<std::string> kinds = {"param"};
   for (const std::string& s : model.StateNames()) kinds.push_back(s);
@@ -149,25 +165,25 @@ DryLoad PlanDryLoad(const DryModel& model, const CheckpointMetadata& saved, int 
   for (int rank = 0; rank < dp; ++rank) {
     const Clock::time_point r0 = Clock::now();
     const ShardPlace place{layout, model.params, model.model_dtype, rank, dp};
-    const LoadView view{place, saved, index, prefix};
-    for (const OwnedPiece& p : BufferPiecesOf(layout, rank)) {
-      for (const std::string& kind : kinds) {
-        const TensorRange where = format.Locate(view, p, kind);
-        const TensorRecord* rec = index.Find(where.key);
-        if (!rec) throw Error("dry load: no tensor " + where.key);
-        const int64_t n = p.param_range.size();
-        const ChunkSpan span = ChunksCovering(*rec, where.begin, n, &hint);
-        int64_t covered = 0;
-        for (size_t i = span.first; i < span.last; ++i) {
-          const ChunkRecord& c = rec->chunks[i];
-          covered += std::min(where.begin + n, c.offset + c.numel) - std::max(where.begin, c.offset);
-        }
-        if (covered != n)
-          throw Error("dry load: " + where.key + " covers " + std::to_string(covered) + " of [" +
-                      std::to_string(where.begin) + ", " + std::to_string(where.begin + n) + ")");
-        ++out.pieces;
-        out.chunk_reads += static_cast<int64_t>(span.Size());
+    const LoadView view{place, saved, prefix};
+    const std::vector<OwnedPiece> pieces = BufferPiecesOf(layout, rank);
+    std::vector<TensorRange> where = RankRanges(format, view, pieces, kinds);
+    const std::vector<const TensorRecord*> records = FindRanges(index, where);
+    for (size_t i = 0; i < where.size(); ++i) {
+      if (!records[i]) throw Error("dry load: no tensor " + where[i].key);
+      const int64_t n = pieces[i / kinds.size()].param_range.size();
+      const ChunkSpan span = ChunksCovering(*records[i], where[i].begin, n, &hint);
+      int64_t covered = 0;
+      for (size_t c = span.first; c < span.last; ++c) {
+        const ChunkRecord& chunk = records[i]->chunks[c];
+        covered += std::min(where[i].begin + n, chunk.offset + chunk.numel) -
+                   std::max(where[i].begin, chunk.offset);
       }
+      if (covered != n)
+        throw Error("dry load: " + where[i].key + " covers " + std::to_string(covered) + " of [" +
+                    std::to_string(where[i].begin) + ", " + std::to_string(where[i].begin + n) + ")");
+      ++out.pieces;
+      out.chunk_reads += static_cast<int64_t>(span.Size());
     }
     out.max_rank_seconds = std::max(out.max_rank_seconds, SecondsSince(r0));
   }

@@ -14,6 +14,16 @@ uint32_t HashOf(std::string_view name) {
   return static_cast<uint32_t>(h ^ (h >> 32));
 }
 
+// How many names ahead a batch fetches slots: enough misses in flight to
+// cover a memory latency, few enough that the fetched lines stay cached.
+constexpr size_t kAhead = 16;
+
+std::vector<uint32_t> HashesOf(const std::vector<std::string_view>& names) {
+  std::vector<uint32_t> hashes(names.size());
+  for (size_t i = 0; i < names.size(); ++i) hashes[i] = HashOf(names[i]);
+  return hashes;
+}
+
 size_t TableSizeFor(size_t names) {
   size_t n = 16;
   while (n < 2 * names) n *= 2;
@@ -33,10 +43,11 @@ size_t NameIndex::Probe(std::string_view name, uint32_t hash) const {
   }
 }
 
-bool NameIndex::Add(std::string_view name) {
+bool NameIndex::Add(std::string_view name) { return Add(name, HashOf(name)); }
+
+bool NameIndex::Add(std::string_view name, uint32_t hash) {
   if (name.size() > UINT32_MAX) throw Error("a name of " + std::to_string(name.size()) + " bytes");
-  if (2 * (size_ + 1) > slots_.size()) Grow();
-  const uint32_t hash = HashOf(name);
+  if (2 * (size_ + 1) > slots_.size()) Rehash(slots_.size() * 2);
   Slot& s = slots_[Probe(name, hash)];
   if (s.id_plus_one != 0) return false;
   ++size_;
@@ -49,8 +60,39 @@ int64_t NameIndex::Find(std::string_view name) const {
   return static_cast<int64_t>(s.id_plus_one) - 1;
 }
 
-void NameIndex::Grow() {
-  std::vector<Slot> old(slots_.size() * 2);
+void NameIndex::Prefetch(uint32_t hash, bool with_name) const {
+  const Slot& s = slots_[hash & (slots_.size() - 1)];
+  if (!with_name) {
+    __builtin_prefetch(&s);
+  } else if (s.data != nullptr) {
+    __builtin_prefetch(s.data);
+  }
+}
+
+size_t NameIndex::AddAll(const std::vector<std::string_view>& names) {
+  if (2 * (size_ + names.size()) > slots_.size()) Rehash(TableSizeFor(size_ + names.size()));
+  const std::vector<uint32_t> hashes = HashesOf(names);
+  size_t already = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i + kAhead < names.size()) Prefetch(hashes[i + kAhead], false);
+    if (!Add(names[i], hashes[i])) ++already;
+  }
+  return already;
+}
+
+std::vector<int64_t> NameIndex::FindAll(const std::vector<std::string_view>& names) const {
+  const std::vector<uint32_t> hashes = HashesOf(names);
+  std::vector<int64_t> ids(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i + kAhead < names.size()) Prefetch(hashes[i + kAhead], false);
+    if (i + kAhead / 2 < names.size()) Prefetch(hashes[i + kAhead / 2], true);
+    ids[i] = static_cast<int64_t>(slots_[Probe(names[i], hashes[i])].id_plus_one) - 1;
+  }
+  return ids;
+}
+
+void NameIndex::Rehash(size_t slot_count) {
+  std::vector<Slot> old(slot_count);
   old.swap(slots_);
   const size_t mask = slots_.size() - 1;
   for (const Slot& s : old) {

@@ -5,13 +5,16 @@
 // from any starting size), against std::unordered_map:
 //   - Add refuses exactly the names already added, and gives the others
 //     the ids 0, 1, ... in order;
-//   - Find returns each added name's id, and -1 for names never added.
+//   - Find returns each added name's id, and -1 for names never added;
+//   - the batches (AddAll in pieces of any size, FindAll) give the same
+//     ids, refusals and answers as one Add or Find per name.
 // A failure prints the shrunk case.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +49,28 @@ RC_GTEST_PROP(NameIndexProp, AgreesWithAHashMap, ()) {
     const auto it = reference.find(name);
     RC_ASSERT(index.Find(name) == (it == reference.end() ? -1 : it->second));
   }
+}
+
+RC_GTEST_PROP(NameIndexProp, BatchesAgreeWithOneNameAtATime, ()) {
+  const std::vector<std::string> adds = *rc::gen::container<std::vector<std::string>>(Names());
+  const std::vector<std::string> probes = *rc::gen::container<std::vector<std::string>>(Names());
+  const size_t expected = *rc::gen::inRange<size_t>(0, adds.size() + 2);
+  NameIndex single(expected), batched(expected);
+  size_t refused = 0;
+  for (const std::string& name : adds) refused += single.Add(name) ? 0 : 1;
+  size_t refused_in_batches = 0;
+  for (size_t at = 0; at < adds.size();) {
+    const size_t n = *rc::gen::inRange<size_t>(1, adds.size() - at + 1);
+    refused_in_batches += batched.AddAll(std::vector<std::string_view>(adds.begin() + at, adds.begin() + at + n));
+    at += n;
+  }
+  RC_ASSERT(refused_in_batches == refused);
+  RC_ASSERT(batched.size() == single.size());
+  std::vector<std::string_view> all(adds.begin(), adds.end());
+  all.insert(all.end(), probes.begin(), probes.end());
+  const std::vector<int64_t> found = batched.FindAll(all);
+  RC_ASSERT(found.size() == all.size());
+  for (size_t i = 0; i < all.size(); ++i) RC_ASSERT(found[i] == single.Find(all[i]));
 }
 
 }  // namespace

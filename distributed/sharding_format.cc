@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "distributed/checkpoint_format.h"
 #include "distributed/checkpoint_parts.h"
 #include "distributed/host_staging.h"
 #include "spec/error.h"
@@ -176,6 +177,20 @@ std::vector<at::Tensor> ConcatenatedPieces::Slice(int64_t begin, int64_t numel) 
     at = starts_[i] + hi;
   }
   return out;
+}
+
+std::vector<const TensorRecord*> FindRanges(const TensorIndex& index,
+                                            std::vector<TensorRange>& ranges) {
+  std::vector<std::string_view> keys;
+  keys.reserve(ranges.size());
+  for (const TensorRange& r : ranges) keys.push_back(r.key);
+  std::vector<const TensorRecord*> found = index.FindAll(keys);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (found[i] || ranges[i].or_key.empty()) continue;
+    found[i] = index.Find(ranges[i].or_key);
+    if (found[i]) ranges[i].key = ranges[i].or_key;
+  }
+  return found;
 }
 
 }  // namespace shardcheck

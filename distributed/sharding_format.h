@@ -37,6 +37,7 @@ namespace shardcheck {
 
 struct CheckpointMetadata;
 class TensorIndex;
+struct TensorRecord;
 
 // A rank's place in the buffer, without data: the layout, the params and
 // the rank. A DistributedOptimizer's (PlaceOf), or one the dry mode builds.
@@ -105,18 +106,26 @@ struct SaveView {
 };
 
 // Where a load reads: elements [begin, begin + numel) of `key`, or (whole)
-// the whole tensor in its global shape.
+// the whole tensor in its global shape. A format whose checkpoints name a
+// tensor one of two ways sets `or_key`: where the checkpoint lacks `key`,
+// the same range lies under `or_key`.
 struct TensorRange {
   std::string key;
   int64_t begin = 0;
   bool whole = false;
+  std::string or_key = {};  // empty: no other name
 };
+
+// The record of each of `ranges`, in order, looked up as one batch
+// (TensorIndex::FindAll); a range whose key the index lacks moves to its
+// or_key when the index has that. nullptr where neither is there.
+std::vector<const TensorRecord*> FindRanges(const TensorIndex& index,
+                                            std::vector<TensorRange>& ranges);
 
 // A buffer piece as a load at this run's DP size sees it.
 struct LoadView {
   const ShardPlace& place;
   const CheckpointMetadata& saved;
-  const TensorIndex& index;  // of `saved`
   // Sum of numel_unpadded of the buckets before each bucket (this layout's,
   // equal to the checkpoint's for the types that store buffer space).
   const std::vector<int64_t>& bucket_prefix;

@@ -52,9 +52,8 @@ class FullyReshardable : public ShardingFormat {
 
   TensorRange Locate(const LoadView& v, const OwnedPiece& p, const std::string& kind) const override {
     const std::string& name = v.place.params[static_cast<size_t>(p.param)].name;
-    const std::string key = ModelSpaceKey(kind, name);
-    const bool saved = kind != "param" || v.index.Find(key) != nullptr;
-    return {saved ? key : FullyShardedMainKey(name), p.param_range.begin};
+    return {ModelSpaceKey(kind, name), p.param_range.begin, false,
+            kind == "param" ? FullyShardedMainKey(name) : ""};
   }
 
   TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {

@@ -93,9 +93,13 @@ nlohmann::ordered_json TypeResult(const DryModel& model, ShardingType type, cons
   }
   if (reshard_to > 0) {
     std::fprintf(stderr, "dry: %s load plan at dp %d ...\n", type.name(), reshard_to);
-    DryLoad load = PlanDryLoad(model, save.metadata, reshard_to);
+    // As a load does: on metadata.json read back (its bytes, parsed), not
+    // on the saver's copy in memory.
+    const CheckpointMetadata read =
+        ParseMetadataText(MetadataFileText(save.metadata), std::string(type.name()) + "/metadata.json");
+    DryLoad load = PlanDryLoad(model, read, reshard_to);
     for (int i = 1; i < a.repeat; ++i) {
-      const DryLoad again = PlanDryLoad(model, save.metadata, reshard_to);
+      const DryLoad again = PlanDryLoad(model, read, reshard_to);
       load.seconds = std::min(load.seconds, again.seconds);
       load.max_rank_seconds = std::min(load.max_rank_seconds, again.max_rank_seconds);
     }
