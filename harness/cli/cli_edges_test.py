@@ -167,6 +167,10 @@ def interrupted_run():
               and agg["counts"]["not_run"] == agg["counts"]["cells"] - len(agg["cells"]) > 0,
               json.dumps(agg["counts"]))
         check(f"{sig.name}: the error line says so", "interrupted by " + sig.name in err, err)
+        on_disk = {d for d in os.listdir(out) if os.path.exists(os.path.join(out, d, "result.json"))}
+        listed = {c.get("id") for c in agg["cells"]}
+        check(f"{sig.name}: every cell with a result.json is listed", on_disk <= listed,
+              f"on disk, not listed: {sorted(on_disk - listed)}")
 
 
 def stopped_train():

@@ -134,12 +134,6 @@ nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
   }
   ApplyExpectation(cell, j);
   j["wall_s"] = Seconds(t0);
-  try {
-    fs::create_directories(cell_dir);
-    WriteJsonFile((fs::path(cell_dir) / "result.json").string(), j);
-  } catch (const std::exception& e) {
-    std::cerr << "shardcheck: cannot write " << cell_dir << "/result.json: " << e.what() << "\n";
-  }
   return j;
 }
 
@@ -185,18 +179,28 @@ class GpuPool {
   std::vector<std::string> names_;  // CUDA_VISIBLE_DEVICES entries, when set
 };
 
-// A skipped cell's result, also written to CELL_DIR/result.json so the
-// reason travels with the cell's folder.
-nlohmann::ordered_json WriteSkipped(const Cell& c, const std::string& dir, const std::string& why) {
-  nlohmann::ordered_json j = SkippedCell(c, why);
+// The folder of cell `c`'s files and result.json.
+std::string CellDir(const RunnerOptions& o, const Cell& c) {
+  return (fs::path(o.out_dir) / c.id).string();
+}
+
+// Writes a cell's result as CELL_DIR/result.json (a skipped cell's too, so
+// the reason travels with the folder). A write that fails is reported and
+// the run goes on: results.json still holds the result.
+void WriteCellResult(const std::string& dir, const nlohmann::ordered_json& j) {
   try {
-    fs::remove_all(dir);
     fs::create_directories(dir);
     WriteJsonFile((fs::path(dir) / "result.json").string(), j);
   } catch (const std::exception& e) {
     std::cerr << "shardcheck: cannot write " << dir << "/result.json: " << e.what() << "\n";
   }
-  return j;
+}
+
+// A skipped cell's result, its folder emptied of an earlier run's files.
+nlohmann::ordered_json Skipped(const Cell& c, const std::string& dir, const std::string& why) {
+  std::error_code ignored;  // a folder that cannot be removed shows when its result.json is written
+  fs::remove_all(dir, ignored);
+  return SkippedCell(c, why);
 }
 
 // True when `cell` runs on GPUs: an NCCL cell, or every cell with --device cuda.
@@ -225,9 +229,9 @@ std::string SkipReason(const Cell& c, const CellPlacement& p) {
 
 // Runs one cell the way the options and its backend say (see RunnerOptions).
 nlohmann::ordered_json RunOne(const Cell& c, const RunnerOptions& o, const CellPlacement& p) {
-  const std::string dir = (fs::path(o.out_dir) / c.id).string();
+  const std::string dir = CellDir(o, c);
   const std::string skip = SkipReason(c, p);
-  if (!skip.empty()) return WriteSkipped(c, dir, skip);
+  if (!skip.empty()) return Skipped(c, dir, skip);
   CellExecution how;
   how.ranks.timeout = o.timeout;
   // An external system's adapter places its own ranks (on the CPU today).
@@ -280,6 +284,7 @@ struct RunProgress {
   std::mutex mu;
   std::vector<nlohmann::ordered_json> results;  // null until the cell finished
   size_t done = 0;
+  bool stopped = false;  // an interrupt wrote results.json: record nothing more
 };
 
 // Runs every cell on `jobs` workers, with a progress line per finished cell.
@@ -292,8 +297,12 @@ void RunAll(const std::vector<const Cell*>& cells, const RunnerOptions& o, const
     for (size_t i = next++; i < cells.size(); i = next++) {
       const Cell& c = *cells[i];
       nlohmann::ordered_json r = RunOne(c, o, p);
+      // Recorded and written in one step under the lock the interrupt
+      // handler takes: its results.json lists every cell with a result.json.
       std::lock_guard<std::mutex> lock(progress.mu);
+      if (progress.stopped) return;
       progress.results[i] = std::move(r);
+      WriteCellResult(CellDir(o, c), progress.results[i]);
       const size_t d = ++progress.done;
       if (o.quiet) continue;
       const auto& ri = progress.results[i];
@@ -398,6 +407,7 @@ int RunScenarios(const std::vector<std::string>& files, const RunnerOptions& o) 
     // A SIGINT or SIGTERM writes what finished, then ends the process.
     InterruptWatch watch([&](int sig) {
       std::lock_guard<std::mutex> lock(progress.mu);
+      progress.stopped = true;
       RunEnd stopped = end;
       stopped.wall_s = Seconds(t0);
       stopped.interrupted_by = sig;

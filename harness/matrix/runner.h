@@ -45,9 +45,12 @@ struct CellExecution {
   RankProcesses ranks;
 };
 
-// Runs one cell, writing into `cell_dir`. Returns the cell's result.json;
-// a cell that cannot run gets verdict "error" with the message (never
-// throws for a cell's own failure).
+// Runs one cell, writing its runs' files into `cell_dir`. Returns the
+// cell's result (RunScenarios records it and writes it as
+// CELL_DIR/result.json in one step, so an interrupt never finds a
+// result.json the run's results.json leaves out); a cell that cannot run
+// gets verdict "error" with the message (never throws for a cell's own
+// failure).
 nlohmann::ordered_json RunCell(const Cell& cell, const std::string& cell_dir,
                                const CellExecution& how);
 
