@@ -143,13 +143,14 @@ at::Tensor ReadParamKind(CheckpointReader& reader, const std::map<std::string, B
   auto where = placed.find(p.name);
   TensorRange range;
   if (m.layer_wise_owner.count(p.name) || where == placed.end()) {
-    range = {ModelSpaceKey(kind == "param" ? "fp32_param" : kind, p.name), 0, true};
-    if (kind == "param" && !reader.Has(range.key)) range.key = ModelSpaceKey("param", p.name);
+    range = {ModelSpaceKey(kind == "param" ? "fp32_param" : kind, p.name), 0, true,
+             kind == "param" ? ModelSpaceKey("param", p.name) : ""};
   } else {
     const BufferPlace& place = where->second;
     range = FormatOf(m.sharding_type)
                 .LocateParam({m, p.name, place.bucket, place.offset, place.bucket_prefix}, kind);
   }
+  if (!range.or_key.empty() && !reader.Has(range.key)) range.key = range.or_key;
   if (range.whole) return reader.ReadFull(range.key);
   return reader.ReadRange(range.key, range.begin, p.Numel()).view(p.shape);
 }

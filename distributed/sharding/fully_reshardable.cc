@@ -57,9 +57,8 @@ class FullyReshardable : public ShardingFormat {
   }
 
   TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
-    const std::string key = ModelSpaceKey(kind, place.name);
-    const bool saved = kind != "param" || place.saved.tensors.count(key) > 0;
-    return {saved ? key : FullyShardedMainKey(place.name), 0, true};
+    return {ModelSpaceKey(kind, place.name), 0, true,
+            kind == "param" ? FullyShardedMainKey(place.name) : ""};
   }
 
  private:

@@ -49,10 +49,8 @@ class FullyShardedModelSpace : public ShardingFormat {
   }
 
   TensorRange LocateParam(const ParamPlace& place, const std::string& kind) const override {
-    std::string key = Key(kind, place.name);
     // A main param saved as "param" (fully_reshardable's name) is read too.
-    if (kind == "param" && !place.saved.tensors.count(key)) key = ModelSpaceKey("param", place.name);
-    return {key, 0, true};
+    return {Key(kind, place.name), 0, true, kind == "param" ? ModelSpaceKey("param", place.name) : ""};
   }
 };
 
