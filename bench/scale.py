@@ -8,7 +8,9 @@ A point's time is the median, over 3 processes, of each process's fastest
 of 3 plans: one process's times move by up to 1.7x with where its memory
 lands (the 8-layer fully_sharded_model_space resharded plan took 0.0047 to
 0.0081 s over 12 processes), which a fastest-of-3 inside one process does
-not even out. The sweeps:
+not even out. The processes run in rounds, each round every point of the
+sweep once, so that a slow spell of the machine spreads over all sizes
+instead of raising one. The sweeps:
 
   dp       gpt-175b (1,156 tensors) at dp 1024, 2048, 4096, 8192, bucket size
            16e9 elements (11 buckets at every dp: the sweep varies dp alone),
@@ -76,16 +78,15 @@ def run_dry(binary, args, repeat=REPEAT):
     return result
 
 
-def median_run(binary, args, processes):
-    """run_dry in `processes` processes: the first one's result, each of its
-    times (the *_s fields of each type, and peak_mb) the median over all."""
-    runs = [run_dry(binary, args) for _ in range(processes)]
+def merge(runs):
+    """The first run's result, each of its times (the *_s fields of each
+    type, and peak_mb) the median over all of `runs`."""
     merged = runs[0]
     for i, t in enumerate(merged["types"]):
         for q in list(t):
             if q.endswith("_s") or q == "peak_mb":
                 t[q] = statistics.median(r["types"][i][q] for r in runs)
-    merged["processes"] = processes
+    merged["processes"] = len(runs)
     return merged
 
 
@@ -120,14 +121,24 @@ def fit(points):
 
 
 def sweep(binary, name, sizes, args_of, processes):
-    """Runs every type at each size; a point's x is the result's `name`
-    (its dp, or its tensor count)."""
+    """Runs every type at each size in `processes` rounds, each round every
+    point once, and merges each point's runs; a point's x is the result's
+    `name` (its dp, or its tensor count). Round by round, not a point's
+    processes back to back: a slow spell of the machine (other tenants,
+    memory compaction) then lands on every size alike instead of on one,
+    which a slope would read as growth."""
+    runs = {(size, t): [] for size in sizes for t in TYPES}
+    for round_ in range(processes):
+        for size in sizes:
+            for t in TYPES:
+                print(f"bench/scale.py: {name} sweep, round {round_ + 1}/{processes}, size {size}, {t}",
+                      file=sys.stderr, flush=True)
+                runs[(size, t)].append(run_dry(binary, args_of(size) + ["--sharding", t]))
     points = []
     for size in sizes:
         merged = None
         for t in TYPES:
-            print(f"bench/scale.py: {name} sweep, size {size}, {t}", file=sys.stderr, flush=True)
-            r = median_run(binary, args_of(size) + ["--sharding", t], processes)
+            r = merge(runs[(size, t)])
             if merged is None:
                 merged = r
             else:

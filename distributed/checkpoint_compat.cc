@@ -167,14 +167,15 @@ void CheckTensorKeys(const DistributedOptimizer& opt, const CheckpointMetadata& 
   const std::set<std::string> expected = ExpectedCheckpointKeys(opt, m.sharding_type);
   std::vector<std::string> miss, extra;
   for (const auto& k : expected) {
-    if (m.tensors.count(k)) continue;
+    if (m.tensors.Find(k)) continue;
     const std::string alias = "optimizer.state.param.";
     if (k.rfind(alias, 0) == 0 &&
-        m.tensors.count("optimizer.state.fp32_param." + k.substr(alias.size())))
+        m.tensors.Find("optimizer.state.fp32_param." + k.substr(alias.size())))
       continue;
     miss.push_back(k);
   }
-  for (const auto& [k, t] : m.tensors) {
+  for (const TensorRecord& t : m.tensors) {
+    const std::string& k = t.key;
     if (expected.count(k)) continue;
     const std::string alias = "optimizer.state.fp32_param.";
     if (k.rfind(alias, 0) == 0 && expected.count("optimizer.state.param." + k.substr(alias.size())))

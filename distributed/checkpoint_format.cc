@@ -62,12 +62,6 @@ std::string ModelSpaceKey(const std::string& kind, const std::string& param) {
   return "optimizer.state." + kind + "." + param;
 }
 
-int64_t TensorRecord::Numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 namespace {
 std::string Hex64(uint64_t v) {
   char buf[17];
@@ -132,7 +126,8 @@ const ParamInfo* CheckpointMetadata::FindParam(const std::string& name) const {
 namespace {
 
 // Appends `key` to the object `obj` without looking for it: the callers'
-// keys come from a std::map, so they are new and in order. ordered_json's
+// keys come from a std::map or the tensor table, so they are new and in
+// order. ordered_json's
 // own insert searches its keys linearly, which made metadata.json's
 // writing quadratic in its tensors (docs/performance.md, "Cost at scale").
 void AppendNewKey(nlohmann::ordered_json& obj, const std::string& key, nlohmann::ordered_json value) {
@@ -209,7 +204,7 @@ nlohmann::ordered_json JsonBeforeTensors(const CheckpointMetadata& m) {
 nlohmann::ordered_json CheckpointMetadata::ToJson() const {
   nlohmann::ordered_json j = JsonBeforeTensors(*this);
   j["tensors"] = nlohmann::ordered_json::object();
-  for (const auto& [key, t] : tensors) {
+  for (const TensorRecord& t : tensors) {
     nlohmann::ordered_json jt;
     jt["dtype"] = SafetensorsDtype(t.dtype);
     jt["shape"] = t.shape;
@@ -221,7 +216,7 @@ nlohmann::ordered_json CheckpointMetadata::ToJson() const {
                               {"name", c.name},
                               {"byte_range", {c.byte_begin, c.byte_end}},
                               {"xxh3", c.xxh3}});
-    AppendNewKey(j["tensors"], key, std::move(jt));
+    AppendNewKey(j["tensors"], t.key, std::move(jt));
   }
   return j;
 }
@@ -386,25 +381,13 @@ void ReadTensors(simdjson::dom::element j, CheckpointMetadata& m, std::string& f
   field = "tensors";
   FileNames files;
   for (const auto& [name, record] : m.files) files.insert(name);
-  // Read first, then added to the map in one run: the map's nodes lie in
-  // key order in memory (a load's index walks them in that order), and a
-  // key after the last one (as every writer lists them) goes in at the
-  // end without a search.
-  std::vector<TensorRecord> read;
   for (const simdjson::dom::key_value_pair kv : j.get_object()) {
     field = "tensors.";
     field.append(kv.key);
-    read.push_back(ReadTensor(std::string(kv.key), kv.value, m, files));
-  }
-  for (TensorRecord& t : read) {
-    field = "tensors." + t.key;
-    const bool last = m.tensors.empty() || m.tensors.rbegin()->first < t.key;
-    if (last) {
-      m.tensors.emplace_hint(m.tensors.end(), t.key, std::move(t));
-    } else if (!m.tensors.emplace(t.key, std::move(t)).second) {
+    if (!m.tensors.Add(ReadTensor(std::string(kv.key), kv.value, m, files)))
       throw Error("listed twice");
-    }
   }
+  m.tensors.SortByKey();  // every writer lists them in key order: then a no-op
 }
 
 // Runs `read` with FromJson's error wrapping: "PATH: FIELD: what", or

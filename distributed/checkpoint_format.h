@@ -3,7 +3,8 @@
 // marker. This file holds the metadata model, the key names of the four
 // sharding types (checkpoint_format.cc), and the reader that assembles any
 // element range of any tensor from its chunks, verifying each chunk's
-// xxh3-64 checksum (checkpoint_reader.cc).
+// xxh3-64 checksum (checkpoint_reader.cc). The tensor index itself is
+// distributed/tensor_table.h.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -17,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "distributed/name_index.h"
+#include "distributed/tensor_table.h"
 #include "distributed/sharding_type.h"
 #include "spec/error.h"
 #include "spec/lr_schedule.h"
@@ -51,24 +52,6 @@ std::string DpZeroKey(int gbuf, c10::ScalarType pdt, c10::ScalarType gdt, const 
 // "optimizer.state.<kind>.<param name>".
 std::string ModelSpaceKey(const std::string& kind, const std::string& param);
 
-// One contiguous run of a tensor's row-major flattening stored in one file.
-struct ChunkRecord {
-  int64_t offset = 0;  // first element, in the flattened global tensor
-  int64_t numel = 0;
-  std::string file;                       // relative to the checkpoint folder
-  std::string name;                       // tensor name inside the file
-  uint64_t byte_begin = 0, byte_end = 0;  // absolute byte range in the file
-  std::string xxh3;                       // 16 hex digits of XXH3-64 over those bytes
-};
-
-struct TensorRecord {
-  std::string key;
-  c10::ScalarType dtype = c10::kFloat;
-  std::vector<int64_t> shape;       // global shape
-  std::vector<ChunkRecord> chunks;  // sorted by offset, disjoint
-  int64_t Numel() const;
-};
-
 // A bucket of the layout fingerprint with its params' places.
 struct BucketRecord {
   int64_t numel = 0;  // padded
@@ -101,26 +84,6 @@ struct ChunkSpan {
 ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel,
                          size_t* hint = nullptr);
 
-struct CheckpointMetadata;
-
-// The tensors of a metadata by key in O(1): a load looks up the tensor of
-// every piece it owns, and `CheckpointMetadata::tensors` is a std::map of
-// long keys sharing long prefixes. Points into `m`, which must outlive it
-// unchanged.
-class TensorIndex {
- public:
-  TensorIndex() = default;
-  explicit TensorIndex(const CheckpointMetadata& m);
-  const TensorRecord* Find(std::string_view key) const;
-  // Find of each of `keys`, in order, the lookups' cache misses overlapped
-  // (NameIndex::FindAll): a load resolves all its pieces' keys at once.
-  std::vector<const TensorRecord*> FindAll(const std::vector<std::string_view>& keys) const;
-
- private:
-  NameIndex by_key_;                      // key -> position in records_
-  std::vector<const TensorRecord*> records_;
-};
-
 // One file of the checkpoint folder (format version 3 on).
 struct FileRecord {
   uint64_t bytes = 0;         // the whole file
@@ -146,7 +109,7 @@ struct CheckpointMetadata {
   std::vector<BufferRecord> buffers;            // layout fingerprint of the sharded child
   std::map<std::string, int> layer_wise_owner;  // layer-wise param name -> rank at save
   std::map<std::string, FileRecord> files;      // by file name; empty before version 3
-  std::map<std::string, TensorRecord> tensors;
+  TensorTable tensors;                          // in key order
 
   nlohmann::ordered_json ToJson() const;
   // Throws Error naming `path` and the offending field.
@@ -183,9 +146,8 @@ class CheckpointReader {
 
   const std::string& dir() const { return dir_; }
   const CheckpointMetadata& metadata() const { return meta_; }
-  bool Has(const std::string& key) const { return index_.Find(key) != nullptr; }
+  bool Has(const std::string& key) const { return meta_.tensors.Find(key) != nullptr; }
   const TensorRecord& Record(const std::string& key) const;
-  const TensorIndex& index() const { return index_; }
 
   // Elements [begin, begin + numel) of the flattened tensor `key`, in its
   // dtype. Every chunk it touches is checksum-verified (once). Throws Error
@@ -231,7 +193,6 @@ class CheckpointReader {
 
   std::string dir_;
   CheckpointMetadata meta_;
-  TensorIndex index_;  // of meta_
   size_t hint_ = 0;    // ChunksCovering's, from the last ReadRange
   std::map<std::string, at::Tensor> chunk_cache_;  // "file:name" -> verified data
   std::map<std::string, std::shared_ptr<ReadOnlyFile>> files_;  // by file name

@@ -126,10 +126,9 @@ void AddRankFile(CheckpointMetadata& m, simdjson::dom::element j, int rank) {
   m.files[file] = {Field<uint64_t>(fr, "bytes", rank), Field<uint64_t>(fr, "header_bytes", rank),
                    std::string(Field<std::string_view>(fr, "header_xxh3", rank))};
   for (simdjson::dom::element r : Field<simdjson::dom::array>(j, "chunks", rank)) {
-    const std::string key(Field<std::string_view>(r, "key", rank));
-    TensorRecord& t = m.tensors[key];
-    if (t.key.empty()) {
-      t.key = key;
+    const std::string_view key = Field<std::string_view>(r, "key", rank);
+    TensorRecord& t = m.tensors.FindOrAdd(key);
+    if (t.chunks.empty()) {
       t.dtype = ParseSafetensorsDtype(std::string(Field<std::string_view>(r, "dtype", rank)));
       t.shape = Integers<int64_t>(r, "shape", rank);
     }
@@ -140,7 +139,7 @@ void AddRankFile(CheckpointMetadata& m, simdjson::dom::element j, int rank) {
     c.offset = Field<int64_t>(r, "offset", rank);
     c.numel = Field<int64_t>(r, "numel", rank);
     c.file = file;
-    c.name = key;
+    c.name = t.key;
     c.byte_begin = br[0];
     c.byte_end = br[1];
     c.xxh3 = std::string(Field<std::string_view>(r, "xxh3", rank));
@@ -163,7 +162,9 @@ void AddRankFiles(CheckpointMetadata& m, const std::vector<std::string>& per_ran
   const auto by_offset = [](const ChunkRecord& a, const ChunkRecord& b) {
     return a.offset < b.offset;
   };
-  for (auto& [key, t] : m.tensors) {
+  m.tensors.SortByKey();
+  for (TensorRecord& t : m.tensors) {
+    const std::string& key = t.key;
     // The ranks' chunks of a tensor usually arrive in offset order already
     // (rank by rank): then checking is linear where sorting is not.
     if (!std::is_sorted(t.chunks.begin(), t.chunks.end(), by_offset))

@@ -63,7 +63,7 @@ LoadPlan ReadOwnedPieces(DistributedOptimizer& opt, CheckpointReader& reader,
       where.push_back(Locate(view, format, p, kind.name));
     }
   }
-  const std::vector<const TensorRecord*> records = FindRanges(reader.index(), where);
+  const std::vector<const TensorRecord*> records = FindRanges(reader.metadata().tensors, where);
   LoadPlan plan;
   std::vector<CheckpointReader::Range> ranges;
   std::vector<size_t> read_into;  // ranges[i] stages plan[read_into[i]]

@@ -1,4 +1,4 @@
-// CheckpointReader, TensorIndex and ChunksCovering (distributed/checkpoint_format.h):
+// CheckpointReader and ChunksCovering (distributed/checkpoint_format.h):
 // opening a committed checkpoint, checking its files against metadata.json,
 // and reading verified ranges of its tensors.
 #include <fcntl.h>
@@ -12,6 +12,7 @@
 #include "distributed/checkpoint_format.h"
 #include "distributed/file_util.h"
 #include "distributed/host_staging.h"
+#include "distributed/name_index.h"
 #include "distributed/safetensors.h"
 #include "spec/error.h"
 
@@ -51,6 +52,44 @@ void CheckListedFiles(const std::string& dir, const CheckpointMetadata& m) {
   }
 }
 
+// A file's safetensors header with its entries by name: a file may hold
+// every tensor of the checkpoint (rank 0 of the gathered types), so each
+// chunk's entry is found in O(1), not by a scan of the header.
+struct IndexedHeader {
+  SafetensorsFile header;
+  NameIndex by_name;  // into header.entries' names: built once the header is in place
+};
+
+// Every file the tensors name: present, a safetensors file, holding each
+// chunk's tensor at its indexed bytes in its dtype.
+void CheckIndexedEntries(const std::string& dir, const CheckpointMetadata& m) {
+  std::map<std::string, IndexedHeader> files;
+  for (const TensorRecord& t : m.tensors) {
+    for (const ChunkRecord& c : t.chunks) {
+      auto it = files.find(c.file);
+      const auto path = [&] { return (fs::path(dir) / c.file).string(); };
+      if (it == files.end()) {
+        if (!fs::exists(path()))
+          throw Error("checkpoint " + dir + ": file " + c.file + " is missing (tensor " + t.key +
+                      ")");
+        it = files.emplace(c.file, IndexedHeader{ReadSafetensorsHeader(path()), NameIndex()}).first;
+        IndexedHeader& h = it->second;
+        h.by_name = NameIndex(h.header.entries.size());
+        for (const SafetensorsEntry& e : h.header.entries)  // ids: the entries' positions
+          if (!h.by_name.Add(e.name)) throw Error(path() + ": duplicate tensor " + e.name);
+      }
+      const SafetensorsFile& f = it->second.header;
+      const int64_t id = it->second.by_name.Find(c.name);
+      if (id < 0) throw Error(path() + " lacks tensor " + c.name + " (indexed for " + t.key + ")");
+      const SafetensorsEntry& e = f.entries[static_cast<size_t>(id)];
+      if (f.DataOffset() + e.begin != c.byte_begin || f.DataOffset() + e.end != c.byte_end ||
+          e.dtype != t.dtype)
+        throw Error(path() + ", tensor " + c.name + ": header disagrees with " + kMetadataFile +
+                    " (byte range or dtype)");
+    }
+  }
+}
+
 }  // namespace
 
 CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
@@ -71,35 +110,12 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
     throw Error("checkpoint " + dir + " has no " + kMetadataFile +
                 ": not a committed checkpoint (an interrupted save leaves a .tmp- folder)");
   meta_ = ReadMetadataFile(meta_path);
-  index_ = TensorIndex(meta_);
   if (meta_.format_version >= 3) CheckListedFiles(dir, meta_);
-  // Every file: present, a safetensors file, holding the named tensors at the indexed bytes.
-  std::map<std::string, SafetensorsFile> files;
-  for (const auto& [key, t] : meta_.tensors) {
-    for (const ChunkRecord& c : t.chunks) {
-      const std::string path = (fs::path(dir) / c.file).string();
-      auto it = files.find(c.file);
-      if (it == files.end()) {
-        if (!fs::exists(path))
-          throw Error("checkpoint " + dir + ": file " + c.file + " is missing (tensor " + key +
-                      ")");
-        it = files.emplace(c.file, ReadSafetensorsHeader(path)).first;
-      }
-      const SafetensorsFile& f = it->second;
-      const SafetensorsEntry* e = nullptr;
-      for (const auto& entry : f.entries)
-        if (entry.name == c.name) e = &entry;
-      if (!e) throw Error(path + " lacks tensor " + c.name + " (indexed for " + key + ")");
-      if (f.DataOffset() + e->begin != c.byte_begin || f.DataOffset() + e->end != c.byte_end ||
-          e->dtype != t.dtype)
-        throw Error(path + ", tensor " + c.name + ": header disagrees with " + kMetadataFile +
-                    " (byte range or dtype)");
-    }
-  }
+  CheckIndexedEntries(dir, meta_);
 }
 
 const TensorRecord& CheckpointReader::Record(const std::string& key) const {
-  const TensorRecord* t = index_.Find(key);
+  const TensorRecord* t = meta_.tensors.Find(key);
   if (!t) throw Error("checkpoint " + dir_ + " has no tensor " + key);
   return *t;
 }
@@ -164,34 +180,6 @@ ChunkSpan ChunksCovering(const TensorRecord& t, int64_t begin, int64_t numel, si
   return {first, last};
 }
 
-TensorIndex::TensorIndex(const CheckpointMetadata& m) : by_key_(m.tensors.size()) {
-  std::vector<std::string_view> keys;
-  keys.reserve(m.tensors.size());
-  records_.reserve(m.tensors.size());
-  for (const auto& [key, t] : m.tensors) {
-    keys.push_back(key);
-    records_.push_back(&t);
-  }
-  by_key_.AddAll(keys);  // a map's keys: none already in
-}
-
-const TensorRecord* TensorIndex::Find(std::string_view key) const {
-  const int64_t id = by_key_.Find(key);
-  return id < 0 ? nullptr : records_[static_cast<size_t>(id)];
-}
-
-std::vector<const TensorRecord*> TensorIndex::FindAll(
-    const std::vector<std::string_view>& keys) const {
-  const std::vector<int64_t> ids = by_key_.FindAll(keys);
-  std::vector<const TensorRecord*> found(ids.size(), nullptr);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0) continue;
-    found[i] = records_[static_cast<size_t>(ids[i])];
-    __builtin_prefetch(found[i]);  // the caller reads each record next
-  }
-  return found;
-}
-
 void CheckpointReader::CheckRange(const TensorRecord& t, int64_t begin, int64_t numel) const {
   if (begin < 0 || numel < 0 || begin + numel > t.Numel())
     throw Error("checkpoint " + dir_ + ": range [" + std::to_string(begin) + ", " +
@@ -235,7 +223,7 @@ at::Tensor CheckpointReader::ReadFull(const std::string& key) {
 }
 
 void CheckpointReader::VerifyAll() {
-  for (const auto& [key, t] : meta_.tensors)
+  for (const TensorRecord& t : meta_.tensors)
     for (const ChunkRecord& c : t.chunks) Chunk(t, c);
   chunk_cache_.clear();
 }

@@ -132,7 +132,7 @@ DrySave PlanDrySave(const DryModel& model, ShardingType type, int dp) {
   out.metadata_bytes = MetadataFileText(out.metadata).size();
   out.metadata_seconds = SecondsSince(t0);
   ++out.files;  // metadata.json
-  for (const auto& [key, t] : out.metadata.tensors) out.chunks += static_cast<int64_t>(t.chunks.size());
+  for (const TensorRecord& t : out.metadata.tensors) out.chunks += static_cast<int64_t>(t.chunks.size());
   return out;
 }
 
@@ -160,7 +160,6 @@ DryLoad PlanDryLoad(const DryModel& model, const CheckpointMetadata& saved, int 
   const std::vector<int64_t> prefix = BucketPrefix(layout);
   DryLoad out;
   const Clock::time_point t0 = Clock::now();
-  const TensorIndex index(saved);  // as CheckpointReader builds it
   size_t hint = 0;                 // as CheckpointReader::ReadRange keeps it
   for (int rank = 0; rank < dp; ++rank) {
     const Clock::time_point r0 = Clock::now();
@@ -168,7 +167,7 @@ DryLoad PlanDryLoad(const DryModel& model, const CheckpointMetadata& saved, int 
     const LoadView view{place, saved, prefix};
     const std::vector<OwnedPiece> pieces = BufferPiecesOf(layout, rank);
     std::vector<TensorRange> where = RankRanges(format, view, pieces, kinds);
-    const std::vector<const TensorRecord*> records = FindRanges(index, where);
+    const std::vector<const TensorRecord*> records = FindRanges(saved.tensors, where);
     for (size_t i = 0; i < where.size(); ++i) {
       if (!records[i]) throw Error("dry load: no tensor " + where[i].key);
       const int64_t n = pieces[i / kinds.size()].param_range.size();

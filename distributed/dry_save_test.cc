@@ -48,15 +48,15 @@ void RealSave(const DryModel& model, ShardingType type, int dp, const std::strin
 
 void ExpectSameIndex(const CheckpointMetadata& real, const DrySave& dry, const std::string& dir) {
   ASSERT_EQ(real.tensors.size(), dry.metadata.tensors.size());
-  for (const auto& [key, t] : real.tensors) {
-    SCOPED_TRACE(key);
-    const auto d = dry.metadata.tensors.find(key);
-    ASSERT_NE(d, dry.metadata.tensors.end());
-    EXPECT_EQ(t.dtype, d->second.dtype);
-    EXPECT_EQ(t.shape, d->second.shape);
-    ASSERT_EQ(t.chunks.size(), d->second.chunks.size());
+  for (const TensorRecord& t : real.tensors) {
+    SCOPED_TRACE(t.key);
+    const TensorRecord* d = dry.metadata.tensors.Find(t.key);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(t.dtype, d->dtype);
+    EXPECT_EQ(t.shape, d->shape);
+    ASSERT_EQ(t.chunks.size(), d->chunks.size());
     for (size_t i = 0; i < t.chunks.size(); ++i) {
-      const ChunkRecord &a = t.chunks[i], &b = d->second.chunks[i];
+      const ChunkRecord &a = t.chunks[i], &b = d->chunks[i];
       EXPECT_EQ(a.offset, b.offset);
       EXPECT_EQ(a.numel, b.numel);
       EXPECT_EQ(a.file, b.file);

@@ -40,7 +40,7 @@ void OneRank(const std::function<void(DistributedOptimizer&)>& body) {
 void StoreAsBf16(const std::string& dir, const std::string& key) {
   const fs::path meta_path = fs::path(dir) / kMetadataFile;
   CheckpointMetadata m = ReadMetadataFile(meta_path.string());
-  const std::string file = m.tensors.at(key).chunks.at(0).file;
+  const std::string file = m.tensors.At(key).chunks.at(0).file;
   const std::string path = (fs::path(dir) / file).string();
   std::map<std::string, std::string> tags;
   std::map<std::string, at::Tensor> tensors = ReadSafetensors(path, &tags);
@@ -48,7 +48,7 @@ void StoreAsBf16(const std::string& dir, const std::string& key) {
   fs::remove(path);
   WriteSafetensors(path, {tensors.begin(), tensors.end()}, tags);
   const SafetensorsFile header = ReadSafetensorsHeader(path);
-  for (auto& [k, t] : m.tensors)
+  for (TensorRecord& t : m.tensors)
     for (ChunkRecord& c : t.chunks) {
       if (c.file != file) continue;
       for (const SafetensorsEntry& e : header.entries)
@@ -58,7 +58,7 @@ void StoreAsBf16(const std::string& dir, const std::string& key) {
         }
       c.xxh3 = Xxh3Hex(std::vector<at::Tensor>{tensors.at(c.name).contiguous()});
     }
-  m.tensors.at(key).dtype = at::kBFloat16;
+  m.tensors.At(key).dtype = at::kBFloat16;
   m.files[file] = RecordFile(path);
   WriteFileAtomic(meta_path.string(), MetadataFileText(m));
 }

@@ -9,18 +9,13 @@
 namespace shardcheck {
 namespace {
 
-uint32_t HashOf(std::string_view name) {
-  const uint64_t h = std::hash<std::string_view>{}(name);
-  return static_cast<uint32_t>(h ^ (h >> 32));
-}
-
 // How many names ahead a batch fetches slots: enough misses in flight to
 // cover a memory latency, few enough that the fetched lines stay cached.
 constexpr size_t kAhead = 16;
 
 std::vector<uint32_t> HashesOf(const std::vector<std::string_view>& names) {
   std::vector<uint32_t> hashes(names.size());
-  for (size_t i = 0; i < names.size(); ++i) hashes[i] = HashOf(names[i]);
+  for (size_t i = 0; i < names.size(); ++i) hashes[i] = NameIndex::Hash(names[i]);
   return hashes;
 }
 
@@ -34,6 +29,11 @@ size_t TableSizeFor(size_t names) {
 
 NameIndex::NameIndex(size_t expected) : slots_(TableSizeFor(expected)) {}
 
+uint32_t NameIndex::Hash(std::string_view name) {
+  const uint64_t h = std::hash<std::string_view>{}(name);
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
 size_t NameIndex::Probe(std::string_view name, uint32_t hash) const {
   const size_t mask = slots_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
@@ -43,7 +43,7 @@ size_t NameIndex::Probe(std::string_view name, uint32_t hash) const {
   }
 }
 
-bool NameIndex::Add(std::string_view name) { return Add(name, HashOf(name)); }
+bool NameIndex::Add(std::string_view name) { return Add(name, Hash(name)); }
 
 bool NameIndex::Add(std::string_view name, uint32_t hash) {
   if (name.size() > UINT32_MAX) throw Error("a name of " + std::to_string(name.size()) + " bytes");
@@ -55,8 +55,10 @@ bool NameIndex::Add(std::string_view name, uint32_t hash) {
   return true;
 }
 
-int64_t NameIndex::Find(std::string_view name) const {
-  const Slot& s = slots_[Probe(name, HashOf(name))];
+int64_t NameIndex::Find(std::string_view name) const { return Find(name, Hash(name)); }
+
+int64_t NameIndex::Find(std::string_view name, uint32_t hash) const {
+  const Slot& s = slots_[Probe(name, hash)];
   return static_cast<int64_t>(s.id_plus_one) - 1;
 }
 

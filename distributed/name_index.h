@@ -38,6 +38,12 @@ class NameIndex {
   size_t AddAll(const std::vector<std::string_view>& names);
   std::vector<int64_t> FindAll(const std::vector<std::string_view>& names) const;
 
+  // The same with the name's hash given (Hash): a caller that looks a name
+  // up and, when absent, adds its own copy of the bytes hashes it once.
+  static uint32_t Hash(std::string_view name);
+  int64_t Find(std::string_view name, uint32_t hash) const;
+  bool Add(std::string_view name, uint32_t hash);
+
   size_t size() const { return size_; }
 
  private:
@@ -51,7 +57,6 @@ class NameIndex {
   };
   // The slot holding `name`, or the empty slot where it would go.
   size_t Probe(std::string_view name, uint32_t hash) const;
-  bool Add(std::string_view name, uint32_t hash);
   // Asks for the cache lines probing `hash` reads first: its slot and,
   // once that slot is loaded (`with_name`), the bytes of the name in it.
   void Prefetch(uint32_t hash, bool with_name) const;

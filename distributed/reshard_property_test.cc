@@ -298,7 +298,7 @@ RC_GTEST_PROP(CheckpointChunksProp, ChunksCoverEachTensorOnceAndReadRangeAssembl
   SaveCoded(c, dir);
   CheckpointReader reader(dir);
   std::vector<const TensorRecord*> tensors;
-  for (const auto& [key, t] : reader.metadata().tensors) {
+  for (const TensorRecord& t : reader.metadata().tensors) {
     CheckChunkRecords(dir, t);
     tensors.push_back(&t);
   }
@@ -323,7 +323,7 @@ RC_GTEST_PROP(CheckpointChunksProp, ReadRangesReturnsEachRangeAndVerifiesWholeCh
   SaveCoded(c, dir);
   std::vector<const TensorRecord*> tensors;
   CheckpointReader index(dir);
-  for (const auto& [key, t] : index.metadata().tensors) tensors.push_back(&t);
+  for (const TensorRecord& t : index.metadata().tensors) tensors.push_back(&t);
   RC_ASSERT(!tensors.empty());
   std::vector<CheckpointReader::Range> ranges;
   const int count = *rc::gen::inRange(1, 8);

@@ -179,15 +179,15 @@ std::vector<at::Tensor> ConcatenatedPieces::Slice(int64_t begin, int64_t numel) 
   return out;
 }
 
-std::vector<const TensorRecord*> FindRanges(const TensorIndex& index,
+std::vector<const TensorRecord*> FindRanges(const TensorTable& tensors,
                                             std::vector<TensorRange>& ranges) {
   std::vector<std::string_view> keys;
   keys.reserve(ranges.size());
   for (const TensorRange& r : ranges) keys.push_back(r.key);
-  std::vector<const TensorRecord*> found = index.FindAll(keys);
+  std::vector<const TensorRecord*> found = tensors.FindAll(keys);
   for (size_t i = 0; i < ranges.size(); ++i) {
     if (found[i] || ranges[i].or_key.empty()) continue;
-    found[i] = index.Find(ranges[i].or_key);
+    found[i] = tensors.Find(ranges[i].or_key);
     if (found[i]) ranges[i].key = ranges[i].or_key;
   }
   return found;

@@ -32,12 +32,11 @@
 #include "distributed/distrib_optimizer.h"
 #include "distributed/layout.h"
 #include "distributed/sharding_type.h"
+#include "distributed/tensor_table.h"
 
 namespace shardcheck {
 
 struct CheckpointMetadata;
-class TensorIndex;
-struct TensorRecord;
 
 // A rank's place in the buffer, without data: the layout, the params and
 // the rank. A DistributedOptimizer's (PlaceOf), or one the dry mode builds.
@@ -117,9 +116,9 @@ struct TensorRange {
 };
 
 // The record of each of `ranges`, in order, looked up as one batch
-// (TensorIndex::FindAll); a range whose key the index lacks moves to its
-// or_key when the index has that. nullptr where neither is there.
-std::vector<const TensorRecord*> FindRanges(const TensorIndex& index,
+// (TensorTable::FindAll); a range whose key the table lacks moves to its
+// or_key when the table has that. nullptr where neither is there.
+std::vector<const TensorRecord*> FindRanges(const TensorTable& tensors,
                                             std::vector<TensorRange>& ranges);
 
 // A buffer piece as a load at this run's DP size sees it.

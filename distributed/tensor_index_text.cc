@@ -100,7 +100,7 @@ void AppendTensor(IndentedWriter& w, int level, const TensorRecord& t) {
 
 }  // namespace
 
-void AppendTensorIndexText(const std::map<std::string, TensorRecord>& tensors, int level,
+void AppendTensorIndexText(const TensorTable& tensors, int level,
                            std::string& out) {
   IndentedWriter w(out);
   if (tensors.empty()) {
@@ -109,24 +109,24 @@ void AppendTensorIndexText(const std::map<std::string, TensorRecord>& tensors, i
   }
   w.Open('{');
   bool first = true;
-  for (const auto& [key, t] : tensors) {
+  for (const TensorRecord& t : tensors) {
     if (!first) w.Separator();
     first = false;
-    w.Key(level + 1, key);
+    w.Key(level + 1, t.key);
     AppendTensor(w, level + 1, t);
   }
   w.Close(level, '}');
 }
 
-size_t TensorIndexTextBound(const std::map<std::string, TensorRecord>& tensors, int level) {
+size_t TensorIndexTextBound(const TensorTable& tensors, int level) {
   // Per line at most: the indentation, a quoted key of up to 12 bytes,
   // ": ", a number of up to 20 digits, ",\n". A chunk takes 11 lines (its
   // six fields, byte_range's two numbers and brackets), a tensor 6 lines
   // and one per dimension.
   const size_t line = static_cast<size_t>(level) + 6 + 14 + 2 + 21 + 2;
   size_t n = 8;
-  for (const auto& [key, t] : tensors) {
-    n += key.size() + line * (6 + t.shape.size());
+  for (const TensorRecord& t : tensors) {
+    n += t.key.size() + line * (6 + t.shape.size());
     for (const ChunkRecord& c : t.chunks) n += c.file.size() + c.name.size() + c.xxh3.size() + 11 * line;
   }
   return n;

@@ -7,7 +7,6 @@
 // `tensors` value, so files do not change.
 #pragma once
 
-#include <map>
 #include <string>
 
 #include "distributed/checkpoint_format.h"
@@ -18,13 +17,13 @@ namespace shardcheck {
 // indent 1: "{", then one member per tensor in key order (each line
 // indented level + 1 spaces), then "\n" + level spaces + "}" ("{}" when
 // empty). Throws Error on a string that is not valid UTF-8, as dump does.
-void AppendTensorIndexText(const std::map<std::string, TensorRecord>& tensors, int level,
+void AppendTensorIndexText(const TensorTable& tensors, int level,
                            std::string& out);
 
 // An upper bound of the bytes AppendTensorIndexText appends at `level` for
 // strings without escapes (a longer text still grows as a string does):
 // reserving it keeps a text of tens of megabytes from being copied as it
 // doubles.
-size_t TensorIndexTextBound(const std::map<std::string, TensorRecord>& tensors, int level);
+size_t TensorIndexTextBound(const TensorTable& tensors, int level);
 
 }  // namespace shardcheck

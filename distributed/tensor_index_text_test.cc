@@ -28,7 +28,7 @@ ChunkRecord Chunk(int64_t offset, int64_t numel, const std::string& file, const 
 
 // The index as ToJson writes it, dumped at `level` inside objects nested
 // that deep: what AppendTensorIndexText must reproduce.
-std::string NlohmannText(const std::map<std::string, TensorRecord>& tensors, int level) {
+std::string NlohmannText(const TensorTable& tensors, int level) {
   CheckpointMetadata m;
   m.tensors = tensors;
   nlohmann::ordered_json v = m.ToJson()["tensors"];
@@ -42,23 +42,33 @@ std::string NlohmannText(const std::map<std::string, TensorRecord>& tensors, int
   return text;
 }
 
-std::map<std::string, TensorRecord> Index() {
-  std::map<std::string, TensorRecord> t;
+void Put(TensorTable& t, const std::string& key, TensorRecord r) {
+  r.key = key;
+  ASSERT_TRUE(t.Add(std::move(r))) << key;
+}
+
+// Three tensors, added out of key order; `with_escapes` adds one whose
+// names need escaping.
+TensorTable Index(bool with_escapes = true) {
+  TensorTable t;
   TensorRecord a;
   a.dtype = at::kFloat;
   a.shape = {4, 3};
   a.chunks = {Chunk(0, 6, "rank_00000.safetensors", "a/0", 0, 24, "0123456789abcdef"),
               Chunk(6, 6, "rank_00001.safetensors", "a/1", 24, 48, "fedcba9876543210")};
-  t["decoder.layers.0.weight/exp_avg"] = a;
+  Put(t, "decoder.layers.0.weight/exp_avg", a);
   TensorRecord empty;  // a scalar with no chunk
   empty.dtype = at::kLong;
-  t["bucket_sizes"] = empty;
-  TensorRecord odd;  // names that need escaping, UTF-8, DEL
-  odd.dtype = at::kBFloat16;
-  odd.shape = {0};
-  odd.chunks = {Chunk(-1, 0, "q\"uote\\back", "tab\tnl\ncr\r\x01\x1f", 18446744073709551615ull, 0,
-                      "\xc3\xa9\x7f")};
-  t["w\xc3\xa9ight \"quoted\""] = odd;
+  Put(t, "bucket_sizes", empty);
+  if (with_escapes) {
+    TensorRecord odd;  // names that need escaping, UTF-8, DEL
+    odd.dtype = at::kBFloat16;
+    odd.shape = {0};
+    odd.chunks = {Chunk(-1, 0, "q\"uote\\back", "tab\tnl\ncr\r\x01\x1f", 18446744073709551615ull, 0,
+                        "\xc3\xa9\x7f")};
+    Put(t, "w\xc3\xa9ight \"quoted\"", odd);
+  }
+  t.SortByKey();
   return t;
 }
 
@@ -78,8 +88,9 @@ TEST(TensorIndexText, AnEmptyIndexIsAnEmptyObject) {
 }
 
 TEST(TensorIndexText, InvalidUtf8IsRefusedAsDumpRefusesIt) {
-  std::map<std::string, TensorRecord> t = Index();
-  t["bad\xff"] = TensorRecord{};
+  TensorTable t = Index();
+  Put(t, "bad\xff", TensorRecord{});
+  t.SortByKey();
   std::string out;
   EXPECT_THROW(AppendTensorIndexText(t, 1, out), nlohmann::json::type_error);
 }
@@ -88,13 +99,13 @@ TEST(TensorIndexText, InvalidUtf8IsRefusedAsDumpRefusesIt) {
 // width included (a shortfall would not be wrong, only slow: the text
 // doubling and copying itself at scale).
 TEST(TensorIndexText, BoundCoversATextWithoutEscapes) {
-  std::map<std::string, TensorRecord> t = Index();
-  t.erase("w\xc3\xa9ight \"quoted\"");
+  TensorTable t = Index(/*with_escapes=*/false);
   TensorRecord wide;
   wide.shape = {INT64_MIN, INT64_MAX, 1};
   for (int i = 0; i < 3; ++i)
     wide.chunks.push_back(Chunk(INT64_MIN, INT64_MAX, "r", "n", UINT64_MAX, UINT64_MAX, "0123456789abcdef"));
-  t["w"] = wide;
+  Put(t, "w", wide);
+  t.SortByKey();
   for (int level : {0, 1, 3}) {
     std::string out;
     AppendTensorIndexText(t, level, out);
@@ -107,7 +118,7 @@ TEST(TensorIndexText, MetadataFileTextIsTheSealedDumpOfToJson) {
   m.optimizer = "adam";
   m.optimizer_config = nlohmann::ordered_json::object();
   m.files["rank_00000.safetensors"] = FileRecord{48, 8, "00000000000000aa"};
-  for (const auto& idx : {std::map<std::string, TensorRecord>{}, Index()}) {
+  for (const TensorTable& idx : {TensorTable{}, Index()}) {
     m.tensors = idx;
     EXPECT_EQ(MetadataFileText(m), SealJson(m.ToJson().dump(1)));
   }

@@ -453,8 +453,8 @@ TEST_P(SeedRegressionMuonLion, ScalarSchemaIsExactlyExpAvgAndSurvivesRoundTrip) 
   ASSERT_EQ(schemas.count("lion"), 1u);
   EXPECT_EQ(schemas.at("lion"), std::vector<std::string>{"exp_avg"});
   EXPECT_EQ(schemas.at("muon"), std::vector<std::string>{"momentum_buffer"});
-  for (const auto& [key, t] : reader.metadata().tensors)
-    EXPECT_EQ(key.find("exp_avg_sq"), std::string::npos) << key;
+  for (const TensorRecord& t : reader.metadata().tensors)
+    EXPECT_EQ(t.key.find("exp_avg_sq"), std::string::npos) << t.key;
   // Model space of the checkpoint equals the run's own final state.
   const StateDict from_ckpt = ReadModelSpace(reader);
   ASSERT_EQ(from_ckpt.tensors.size(), first.root.final_state.tensors.size());

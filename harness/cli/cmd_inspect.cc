@@ -35,7 +35,7 @@ int64_t Bytes(const TensorRecord& t) {
 
 int64_t ChunkCount(const CheckpointMetadata& m) {
   int64_t n = 0;
-  for (const auto& [key, t] : m.tensors) n += static_cast<int64_t>(t.chunks.size());
+  for (const TensorRecord& t : m.tensors) n += static_cast<int64_t>(t.chunks.size());
   return n;
 }
 
@@ -47,7 +47,7 @@ std::map<std::string, int64_t> Files(const std::string& dir, const CheckpointMet
   // The distinct names first (a checkpoint at thousands of ranks has
   // millions of chunks and thousands of files).
   std::unordered_set<std::string_view> names;
-  for (const auto& [key, t] : m.tensors)
+  for (const TensorRecord& t : m.tensors)
     for (const auto& c : t.chunks) names.insert(c.file);
   std::map<std::string, int64_t> files;
   for (const std::string_view name : names) {
@@ -105,8 +105,8 @@ nlohmann::ordered_json InspectJson(const std::string& dir, const CheckpointMetad
   lay["layer_wise_owner"] = m.layer_wise_owner;
   j["files"] = files;
   j["tensors"] = nlohmann::ordered_json::array();
-  for (const auto& [key, t] : m.tensors)
-    j["tensors"].push_back({{"key", key},
+  for (const TensorRecord& t : m.tensors)
+    j["tensors"].push_back({{"key", t.key},
                             {"dtype", SafetensorsDtype(t.dtype)},
                             {"shape", t.shape},
                             {"chunks", t.chunks.size()},
@@ -185,16 +185,16 @@ void PrintText(const std::string& dir, const CheckpointMetadata& m, bool verifie
     std::printf("file             %s (%lld bytes)\n", file.c_str(), static_cast<long long>(size));
   size_t width = 3;
   int64_t total = 0;
-  for (const auto& [key, t] : m.tensors) {
-    width = std::max(width, key.size());
+  for (const TensorRecord& t : m.tensors) {
+    width = std::max(width, t.key.size());
     total += Bytes(t);
   }
   std::printf("tensors          %zu (%lld bytes)\n", m.tensors.size(),
               static_cast<long long>(total));
   std::printf("  %-*s  %-5s  %-14s  %6s  %10s\n", static_cast<int>(width), "key", "dtype", "shape",
               "chunks", "bytes");
-  for (const auto& [key, t] : m.tensors)
-    std::printf("  %-*s  %-5s  %-14s  %6zu  %10lld\n", static_cast<int>(width), key.c_str(),
+  for (const TensorRecord& t : m.tensors)
+    std::printf("  %-*s  %-5s  %-14s  %6zu  %10lld\n", static_cast<int>(width), t.key.c_str(),
                 SafetensorsDtype(t.dtype).c_str(), ShapeText(t.shape).c_str(), t.chunks.size(),
                 static_cast<long long>(Bytes(t)));
   if (verified)
