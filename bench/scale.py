@@ -15,8 +15,13 @@ instead of raising one. The sweeps:
   dp       gpt-175b (1,156 tensors) at dp 1024, 2048, 4096, 8192, bucket size
            16e9 elements (11 buckets at every dp: the sweep varies dp alone),
            each load planned at 3/4 of the dp;
-  tensors  deepseek-v3-moe with 8, 16, 32 and 61 layers (3,949 to 45,395
-           tensors) at dp 1024, the same bucket size, loads at dp 768;
+  tensors  deepseek-v3-moe with 8, 16, 32, 61 and 122 layers (3,949 to
+           93,097 tensors) at dp 1024, the same bucket size, loads at dp 768:
+           61 is the model's own depth, 122 twice it: the first size's
+           index still fits the 32 MB L3 and the others do not, and over
+           8-61 layers alone that one size moved the resharded plans'
+           slopes between 1.02 and 1.11 from run to run (a fit across a
+           cache measures the cache; a fifth size past it weighs growth);
 
 then fits, per sharding type and quantity, the slope of log(quantity)
 against log(dp) and log(tensors) by least squares, and the headline: both
@@ -162,7 +167,7 @@ def main():
     div = 4 if a.quick else 1
     dps = [1024 // div, 2048 // div, 4096 // div, 8192 // div]
     # Every size past the MoE preset's 3 dense layers, so tensors grow with layers.
-    layers = [8, 16, 32, 61] if not a.quick else [4, 6, 10, 18]
+    layers = [8, 16, 32, 61, 122] if not a.quick else [4, 6, 10, 18]
     started = time.monotonic()
     out = {
         "command": " ".join([sys.argv[0]] + sys.argv[1:]),

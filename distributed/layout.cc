@@ -20,6 +20,7 @@ BufferLayout BufferLayout::Build(const std::vector<BufferParamSpec>& params, int
   l.bucket_size_ = bucket_size;
   const int64_t bucket_align = std::lcm(static_cast<int64_t>(dp), kBucketAlignment);
   int64_t bucket_start = 0, cursor = 0;
+  l.params_.reserve(params.size());
   Bucket current;
   auto close_bucket = [&](int64_t last_end) {
     current.index = static_cast<int>(l.buckets_.size());

@@ -190,6 +190,10 @@ std::vector<const TensorRecord*> FindRanges(const TensorTable& tensors,
     found[i] = tensors.Find(ranges[i].or_key);
     if (found[i]) ranges[i].key = ranges[i].or_key;
   }
+  // The caller reads each record's chunks next: ask for them all now, so
+  // those misses overlap too.
+  for (const TensorRecord* t : found)
+    if (t && !t->chunks.empty()) __builtin_prefetch(t->chunks.data());
   return found;
 }
 

@@ -106,8 +106,14 @@ TensorRecord& TensorTable::Append(TensorRecord record, uint32_t hash) {
 
 void TensorTable::SortByKey() {
   if (ordered_) return;
-  std::sort(order_.begin(), order_.end(),
-            [this](uint32_t a, uint32_t b) { return Record(a).key < Record(b).key; });
+  // Sorted beside their keys' views: a comparison reads the two keys'
+  // bytes and nothing else (not the records, which lie all over memory).
+  std::vector<std::pair<std::string_view, uint32_t>> by_key;
+  by_key.reserve(order_.size());
+  for (const uint32_t id : order_) by_key.emplace_back(Record(id).key, id);
+  std::sort(by_key.begin(), by_key.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < by_key.size(); ++i) order_[i] = by_key[i].second;
   ordered_ = true;
 }
 

@@ -6,6 +6,12 @@
 // object for bench/scale.py.
 #include <sys/resource.h>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include <climits>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +62,22 @@ uint64_t PeakRss() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
   return static_cast<uint64_t>(u.ru_maxrss) * 1024;
+}
+
+// Every size's repeats alike: all memory from the heap, and none given
+// back, so a repeat reuses the pages of the one before whatever its size
+// (each step's time is the fastest repeat: the engine's work without the
+// first touch of its pages). glibc otherwise serves blocks over an
+// adaptive threshold (up to 32 MB) with fresh mappings and trims the heap
+// as it goes: a small model's texts and records then reuse warm pages
+// while a large model's fault in anew on every repeat, and a slope over
+// the sizes reads that difference as growth (docs/performance.md, "How
+// each cost grows").
+void KeepHeapWarm() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
 }
 
 uint64_t Max(const std::vector<uint64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
@@ -139,6 +161,7 @@ void PrintTable(const nlohmann::ordered_json& j) {
 }
 
 int RunDry(const DryArgs& a) {
+  KeepHeapWarm();
   const uint64_t start_rss = CurrentRss();
   DryModel model;
   model.params = a.shapes.empty() ? ScalePresetParams(a.preset, a.layers) : ReadShapesFile(a.shapes);
