@@ -24,8 +24,7 @@ class EntryOfChunk {
     for (size_t i = 0; same_order && i < chunks.size(); ++i)
       same_order = entries[i].name == chunks[i].key;
     if (same_order) return;
-    by_name_ = std::make_unique<NameIndex>(entries.size());
-    for (const SafetensorsEntry& e : entries) by_name_->Add(e.name);
+    by_name_ = std::make_unique<NameIndex>(IndexEntryNames(entries));
   }
 
   // Null when the header has no entry for `c`.

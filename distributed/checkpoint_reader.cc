@@ -73,10 +73,7 @@ void CheckIndexedEntries(const std::string& dir, const CheckpointMetadata& m) {
           throw Error("checkpoint " + dir + ": file " + c.file + " is missing (tensor " + t.key +
                       ")");
         it = files.emplace(c.file, IndexedHeader{ReadSafetensorsHeader(path()), NameIndex()}).first;
-        IndexedHeader& h = it->second;
-        h.by_name = NameIndex(h.header.entries.size());
-        for (const SafetensorsEntry& e : h.header.entries)  // ids: the entries' positions
-          if (!h.by_name.Add(e.name)) throw Error(path() + ": duplicate tensor " + e.name);
+        it->second.by_name = IndexEntryNames(it->second.header.entries);  // the header now in place
       }
       const SafetensorsFile& f = it->second.header;
       const int64_t id = it->second.by_name.Find(c.name);

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "spec/error.h"
 
@@ -19,7 +20,10 @@ std::vector<uint32_t> HashesOf(const std::vector<std::string_view>& names) {
   return hashes;
 }
 
+// No table for no names; else the least power of two, at least 16, over
+// twice `names`.
 size_t TableSizeFor(size_t names) {
+  if (names == 0) return 0;
   size_t n = 16;
   while (n < 2 * names) n *= 2;
   return n;
@@ -28,6 +32,20 @@ size_t TableSizeFor(size_t names) {
 }  // namespace
 
 NameIndex::NameIndex(size_t expected) : slots_(TableSizeFor(expected)) {}
+
+NameIndex::NameIndex(NameIndex&& other) noexcept : slots_(std::move(other.slots_)), size_(other.size_) {
+  other.slots_.clear();
+  other.size_ = 0;
+}
+
+NameIndex& NameIndex::operator=(NameIndex&& other) noexcept {
+  if (this == &other) return *this;
+  slots_ = std::move(other.slots_);
+  size_ = other.size_;
+  other.slots_.clear();
+  other.size_ = 0;
+  return *this;
+}
 
 uint32_t NameIndex::Hash(std::string_view name) {
   const uint64_t h = std::hash<std::string_view>{}(name);
@@ -47,7 +65,7 @@ bool NameIndex::Add(std::string_view name) { return Add(name, Hash(name)); }
 
 bool NameIndex::Add(std::string_view name, uint32_t hash) {
   if (name.size() > UINT32_MAX) throw Error("a name of " + std::to_string(name.size()) + " bytes");
-  if (2 * (size_ + 1) > slots_.size()) Rehash(slots_.size() * 2);
+  if (2 * (size_ + 1) > slots_.size()) Rehash(slots_.empty() ? TableSizeFor(1) : slots_.size() * 2);
   Slot& s = slots_[Probe(name, hash)];
   if (s.id_plus_one != 0) return false;
   ++size_;
@@ -58,6 +76,7 @@ bool NameIndex::Add(std::string_view name, uint32_t hash) {
 int64_t NameIndex::Find(std::string_view name) const { return Find(name, Hash(name)); }
 
 int64_t NameIndex::Find(std::string_view name, uint32_t hash) const {
+  if (slots_.empty()) return -1;
   const Slot& s = slots_[Probe(name, hash)];
   return static_cast<int64_t>(s.id_plus_one) - 1;
 }
@@ -83,6 +102,7 @@ size_t NameIndex::AddAll(const std::vector<std::string_view>& names) {
 }
 
 std::vector<int64_t> NameIndex::FindAll(const std::vector<std::string_view>& names) const {
+  if (slots_.empty()) return std::vector<int64_t>(names.size(), -1);
   const std::vector<uint32_t> hashes = HashesOf(names);
   std::vector<int64_t> ids(names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -9,6 +9,8 @@
 // unchanged. Open addressing with linear probing; each slot holds the
 // name, 32 bits of its hash and its id, so a probe compares bytes only when
 // the hashes agree. Names up to 4 GiB. Grows by doubling past a load of 1/2.
+// An index made empty (default, or `expected` 0) or moved from holds no
+// table until its first add, so making and moving one never allocates.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +21,14 @@ namespace shardcheck {
 
 class NameIndex {
  public:
+  NameIndex() noexcept = default;
   // `expected`: how many names will be added (sizes the table once).
-  explicit NameIndex(size_t expected = 0);
+  explicit NameIndex(size_t expected);
+  NameIndex(const NameIndex&) = default;
+  NameIndex& operator=(const NameIndex&) = default;
+  // The moved-from index is empty.
+  NameIndex(NameIndex&& other) noexcept;
+  NameIndex& operator=(NameIndex&& other) noexcept;
 
   // Adds `name` with the next id (0, 1, ... in the order of the adds) and
   // returns true; returns false and adds nothing when `name` is already in.
@@ -62,7 +70,7 @@ class NameIndex {
   void Prefetch(uint32_t hash, bool with_name) const;
   void Rehash(size_t slot_count);  // a power of two, over twice size_
 
-  std::vector<Slot> slots_;  // a power of two
+  std::vector<Slot> slots_;  // a power of two, or none while empty
   size_t size_ = 0;
 };
 

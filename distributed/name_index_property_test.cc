@@ -7,7 +7,9 @@
 //     the ids 0, 1, ... in order;
 //   - Find returns each added name's id, and -1 for names never added;
 //   - the batches (AddAll in pieces of any size, FindAll) give the same
-//     ids, refusals and answers as one Add or Find per name.
+//     ids, refusals and answers as one Add or Find per name;
+//   - a move carries every name over and leaves an empty index that finds
+//     nothing and takes adds from id 0 again.
 // A failure prints the shrunk case.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -71,6 +73,35 @@ RC_GTEST_PROP(NameIndexProp, BatchesAgreeWithOneNameAtATime, ()) {
   const std::vector<int64_t> found = batched.FindAll(all);
   RC_ASSERT(found.size() == all.size());
   for (size_t i = 0; i < all.size(); ++i) RC_ASSERT(found[i] == single.Find(all[i]));
+}
+
+RC_GTEST_PROP(NameIndexProp, AMoveLeavesAnEmptyUsableIndex, ()) {
+  const std::vector<std::string> adds = *rc::gen::container<std::vector<std::string>>(Names());
+  const std::vector<std::string> later = *rc::gen::container<std::vector<std::string>>(Names());
+  NameIndex from(*rc::gen::inRange<size_t>(0, adds.size() + 2));
+  std::unordered_map<std::string, int64_t> reference;
+  for (const std::string& name : adds) {
+    if (from.Add(name)) reference.emplace(name, static_cast<int64_t>(reference.size()));
+  }
+  NameIndex to;
+  if (*rc::gen::arbitrary<bool>()) {
+    to = std::move(from);
+  } else {
+    NameIndex constructed(std::move(from));
+    to = std::move(constructed);
+  }
+  RC_ASSERT(to.size() == reference.size());
+  for (const auto& [name, id] : reference) RC_ASSERT(to.Find(name) == id);
+  RC_ASSERT(from.size() == 0u);  // NOLINT(bugprone-use-after-move): the contract under test
+  std::vector<std::string_view> views(adds.begin(), adds.end());
+  for (int64_t id : from.FindAll(views)) RC_ASSERT(id == -1);
+  std::unordered_map<std::string, int64_t> again;
+  for (const std::string& name : later) {
+    const bool fresh = !again.count(name);
+    RC_ASSERT(from.Add(name) == fresh);
+    if (fresh) again.emplace(name, static_cast<int64_t>(again.size()));
+  }
+  for (const auto& [name, id] : again) RC_ASSERT(from.Find(name) == id);
 }
 
 }  // namespace

@@ -263,4 +263,10 @@ std::map<std::string, at::Tensor> ReadSafetensors(const std::string& path,
   return out;
 }
 
+NameIndex IndexEntryNames(const std::vector<SafetensorsEntry>& entries) {
+  NameIndex index(entries.size());
+  for (const SafetensorsEntry& e : entries) index.Add(e.name);
+  return index;
+}
+
 }  // namespace shardcheck

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/name_index.h"
+
 namespace shardcheck {
 
 // "F32", "BF16", ... ; throws Error for a dtype safetensors cannot hold.
@@ -101,6 +103,12 @@ SafetensorsFile ReadSafetensorsHeader(const std::string& path);
 // the fuzz target's entry point). Throws Error naming `path`.
 SafetensorsFile ParseSafetensorsHeader(const std::string& path, const std::string& json,
                                        uint64_t file_size);
+
+// The names of `entries` indexed by position (id i: entries[i]); the
+// names are unique in a parsed header and in a layout. The index points
+// at the names' bytes: `entries` must stay in place and unchanged while
+// it is used (a moved std::string may move short names' bytes).
+NameIndex IndexEntryNames(const std::vector<SafetensorsEntry>& entries);
 
 // Reads every tensor of `path` (validated as above).
 std::map<std::string, at::Tensor> ReadSafetensors(

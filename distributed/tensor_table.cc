@@ -37,7 +37,6 @@ TensorTable& TensorTable::operator=(TensorTable&& other) noexcept {
   ordered_ = other.ordered_;
   other.blocks_.clear();
   other.order_.clear();
-  other.by_key_ = NameIndex();
   other.ordered_ = true;
   return *this;
 }

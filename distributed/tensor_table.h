@@ -53,7 +53,7 @@ struct TensorRecord {
 // per record: sorting orders a list of positions, not the records. A
 // record's key must not change through a mutable reference.
 class TensorTable {
-  template <typename Table, typename Record>
+  template <typename Table, typename Rec>
   class Iter;
 
  public:
@@ -109,18 +109,20 @@ class TensorTable {
 };
 
 // A forward iterator over the records in key order.
-template <typename Table, typename Record>
+// (`Rec`, not `Record`: inside the table's scope the member function
+// Record would hide a template parameter of that name.)
+template <typename Table, typename Rec>
 class TensorTable::Iter {
  public:
   using iterator_category = std::forward_iterator_tag;
   using value_type = TensorRecord;
   using difference_type = std::ptrdiff_t;
-  using pointer = Record*;
-  using reference = Record&;
+  using pointer = Rec*;
+  using reference = Rec&;
 
   Iter(Table* table, size_t pos) : table_(table), pos_(pos) {}
-  Record& operator*() const { return table_->Record(table_->order_[pos_]); }
-  Record* operator->() const { return &**this; }
+  Rec& operator*() const { return table_->Record(table_->order_[pos_]); }
+  Rec* operator->() const { return &**this; }
   Iter& operator++() {
     ++pos_;
     return *this;
