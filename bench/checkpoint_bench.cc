@@ -17,7 +17,12 @@
 //                                   files in the page cache
 //   checkpoint/<type>/load_cold/N   the same after POSIX_FADV_DONTNEED
 //   checkpoint/<type>/load_reshard_cold/N   LoadCheckpoint at dp 2 of a dp-4
-//                                   save (a DP change), cold
+//                                   save (a DP change), cold; counters
+//                                   same_dp_ms and over_same_dp: a cold
+//                                   same-DP load timed beside it, in turns
+//
+// Every load is timed after an untimed load of the same checkpoint into the
+// same optimizer (its staging memory touched once, its files read once).
 //
 // The files live under --scratch_dir (default out/bench/scratch), removed
 // as each size's benchmarks end.
@@ -139,6 +144,7 @@ struct SizeFixture {
   ShardingType saved_type = ShardingType::kDpReshardable;
   bool saved = false;
   int saves = 0;
+  int paired_loads = 0;  // resharded loads timed so far (their order alternates)
 
   explicit SizeFixture(int64_t n)
       : model(ScalingModel(n)),
@@ -243,21 +249,61 @@ void Save(benchmark::State& state, ShardingType type) {
 
 enum class LoadKind { kWarm, kCold, kReshardCold };
 
-void Load(benchmark::State& state, ShardingType type, LoadKind kind) {
+// Rank 0's wall time of one LoadCheckpoint of `dir` into `opt`, after the
+// files are dropped from the page cache when `cold`. Every rank calls it.
+double TimedLoad(DistributedOptimizer& opt, const std::string& dir, bool cold, Communicator& comm) {
+  if (comm.rank() == 0 && cold) DropCached(dir);
+  comm.Barrier();
+  const auto start = std::chrono::steady_clock::now();
+  LoadCheckpoint(opt, dir);
+  const double seconds = Seconds(start);
+  comm.Barrier();
+  return comm.rank() == 0 ? seconds : 0;
+}
+
+// A cold load of a dp-4 save and a cold load of the dp-2 save, in the same
+// iteration and in turns (which goes first alternates), into one optimizer
+// after an untimed load of each: the iteration's time is the resharded
+// load's, and "over_same_dp" its ratio to the same-DP load beside it. A
+// slow spell of the VM's storage (the first cold reads of files a process
+// has read little yet run up to 2x the later ones) then falls on both.
+void ReshardedLoad(benchmark::State& state, ShardingType type) {
   SizeFixture& f = Fixture(state.range(0));
   f.EnsureSaved(type);
-  const std::string dir =
-      f.SavedDir(type, kind == LoadKind::kReshardCold ? kReshardFromDp : kSaveDp);
+  const std::string resharded = f.SavedDir(type, kReshardFromDp), same = f.SavedDir(type, kSaveDp);
+  for (auto _ : state) {
+    double reshard_s = 0, same_s = 0;
+    const bool reshard_first = f.paired_loads++ % 2 == 0;
+    OnLocalRanks(kSaveDp, [&](Communicator& comm) {
+      DistributedOptimizer opt(OptimizerSetup::Defaults(kSetup), f.model.params, at::kFloat, comm);
+      LoadCheckpoint(opt, same);
+      LoadCheckpoint(opt, resharded);
+      double t[2];  // [0]: resharded, [1]: same-DP
+      for (int i : reshard_first ? std::vector<int>{0, 1} : std::vector<int>{1, 0})
+        t[i] = TimedLoad(opt, i == 0 ? resharded : same, /*cold=*/true, comm);
+      if (comm.rank() == 0) reshard_s = t[0], same_s = t[1];
+    });
+    state.SetIterationTime(reshard_s);
+    state.counters["same_dp_ms"] = same_s * 1e3;
+    state.counters["over_same_dp"] = reshard_s / same_s;
+  }
+  SetBytes(state, BytesUnder(resharded));
+}
+
+// kWarm and kCold: a load of the dp-2 save at dp 2, timed after an untimed
+// load of the same files (for kWarm that brings them into the cache).
+void Load(benchmark::State& state, ShardingType type, LoadKind kind) {
+  if (kind == LoadKind::kReshardCold) return ReshardedLoad(state, type);
+  SizeFixture& f = Fixture(state.range(0));
+  f.EnsureSaved(type);
+  const std::string dir = f.SavedDir(type, kSaveDp);
   for (auto _ : state) {
     double seconds = 0;
     OnLocalRanks(kSaveDp, [&](Communicator& comm) {
       DistributedOptimizer opt(OptimizerSetup::Defaults(kSetup), f.model.params, at::kFloat, comm);
-      if (kind == LoadKind::kWarm) LoadCheckpoint(opt, dir);  // brings the files in
-      if (comm.rank() == 0 && kind != LoadKind::kWarm) DropCached(dir);
-      comm.Barrier();
-      const auto start = std::chrono::steady_clock::now();
       LoadCheckpoint(opt, dir);
-      if (comm.rank() == 0) seconds = Seconds(start);
+      const double t = TimedLoad(opt, dir, kind == LoadKind::kCold, comm);
+      if (comm.rank() == 0) seconds = t;
     });
     state.SetIterationTime(seconds);
   }

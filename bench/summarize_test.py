@@ -254,6 +254,16 @@ def test_checkpoint_rates_against_the_plain_file_and_reshard_cost(tmp_path):
     assert "## Other benchmarks" not in md
 
 
+def test_a_resharded_load_timed_beside_a_same_dp_load_gives_the_median_of_its_ratios(tmp_path):
+    n, gb = 1 << 20, 1.2e9
+    resharded = checkpoint("dp_reshardable", "load_reshard_cold", n, [1000.0, 1000.0, 1100.0], gb)
+    resharded[2]["over_same_dp"] = [1.4, 0.9, 1.0]     # per repetition: median 1.00
+    doc = gb_doc([checkpoint("dp_reshardable", "load_cold", n, [800.0, 700.0, 900.0], gb), resharded])
+    proc, md = summarize(tmp_path, doc)
+    assert proc.returncode == 0, proc.stderr
+    assert cells_of(md, "| 1M | dp_reshardable |")[-1] == "1.00"   # not 1000 / 800 = 1.25
+
+
 def test_absent_families_leave_their_tables_out(tmp_path):
     n = 1 << 20
     doc = gb_doc([(f"adamw/fused/{n}/real_time", [1.0], {"bytes_per_step": 28.0 * n}),

@@ -238,8 +238,13 @@ class CheckpointRow:
 
     @property
     def reshard_ratio(self) -> Optional[float]:
-        """load_reshard_cold median / load_cold median (target at most 1.3)."""
+        """The median over repetitions of the resharded load's time over the same-DP
+        cold load timed beside it (counter over_same_dp); for a run without that
+        counter, load_reshard_cold median / load_cold median (target at most 1.3)."""
         a, b = self.ops.get("load_reshard_cold"), self.ops.get("load_cold")
+        paired = a.counter("over_same_dp") if a else None
+        if paired:
+            return paired
         return a.median / b.median if a and b and b.median else None
 
 

@@ -84,6 +84,8 @@ def test_cost_growth_tables_with_medians_ratios_and_speed_ups(make_report):
                                                    "300 (300–300)", "4.00", "800 (700–900)", "1.50",
                                                    "1000 (1000–1100)", "1.25"]
     assert row_of(ckpt, "16M", "fully_sharded_model_space")[2:4] == ["32000 (30400–33600)", "0.60"]
+    # A resharded load timed beside a same-DP one: the median of the paired ratios, not 1.25.
+    assert row_of(ckpt, "1M", "fully_sharded_model_space")[-1] == "0.90"
     assert [x[1].split(" ")[0] for x in ckpt] == ["plain", "dp_reshardable", "fully_sharded_model_space"] * 2
 
     state = table_rows(part, "state-table")
