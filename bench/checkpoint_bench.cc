@@ -278,10 +278,16 @@ void ReshardedLoad(benchmark::State& state, ShardingType type) {
       DistributedOptimizer opt(OptimizerSetup::Defaults(kSetup), f.model.params, at::kFloat, comm);
       LoadCheckpoint(opt, same);
       LoadCheckpoint(opt, resharded);
-      double t[2];  // [0]: resharded, [1]: same-DP
-      for (int i : reshard_first ? std::vector<int>{0, 1} : std::vector<int>{1, 0})
-        t[i] = TimedLoad(opt, i == 0 ? resharded : same, /*cold=*/true, comm);
-      if (comm.rank() == 0) reshard_s = t[0], same_s = t[1];
+      const auto cold_load = [&](const std::string& dir) { return TimedLoad(opt, dir, true, comm); };
+      double r = 0, s = 0;
+      if (reshard_first) {
+        r = cold_load(resharded);
+        s = cold_load(same);
+      } else {
+        s = cold_load(same);
+        r = cold_load(resharded);
+      }
+      if (comm.rank() == 0) reshard_s = r, same_s = s;
     });
     state.SetIterationTime(reshard_s);
     state.counters["same_dp_ms"] = same_s * 1e3;

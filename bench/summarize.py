@@ -64,7 +64,8 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 # The names and number formats shared with the report (reports/bench_format.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reports"))
 from bench_format import (CHECKPOINT_OPS, DP_PART, NS_PER_UNIT, PLAIN_OPS,  # noqa: E402,F401
-                          counters_of, mb, ms, parse_run_name, quotient, rate, size_label)
+                          counters_of, factor, mb, ms, parse_run_name, quotient, rate,
+                          reshard_over_same_dp, size_label)
 
 STEP_VARIANTS = ("fused", "fused_baseline", "no_math", "fused_2t", "no_math_2t", "reference", "torch_optim")
 NEWTON_SCHULZ, AT_MM = "newton_schulz", "at_mm"
@@ -185,13 +186,6 @@ def gbps(g: Optional[Group]) -> str:
 
 def ratio(num: Optional[Group], den: Optional[Group], suffix: str = "") -> str:
     return quotient(num.median if num else None, den.median if den else None, 2, suffix)
-
-
-def reshard_ratio(resharded: Optional[Group], same_dp: Optional[Group]) -> str:
-    """The median of the resharded load's over_same_dp counter (its time over a
-    same-DP cold load timed beside it); a run without it: the two medians' ratio."""
-    paired = resharded.counter("over_same_dp") if resharded else None
-    return quotient(paired, 1.0, 2) if paired else ratio(resharded, same_dp)
 
 
 def counter_ms(g: Optional[Group], name: str) -> str:
@@ -435,7 +429,7 @@ def checkpoint_table(groups: Groups) -> List[str]:
             lines.append(f"| {size_label(n)} | {kind} | {rate(save)} | {quotient(save, write)} "
                          f"| {rate(load_warm)} | {quotient(load_warm, warm)} | {rate(load_cold)} "
                          f"| {quotient(load_cold, cold)} "
-                         f"| {reshard_ratio(row['load_reshard_cold'], row['load_cold'])} |")
+                         f"| {factor(reshard_over_same_dp(row['load_reshard_cold'], row['load_cold']))} |")
     return lines + [""]
 
 

@@ -31,7 +31,7 @@ import statistics
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from bench_format import (CHECKPOINT_OPS, DP_PART, NS_PER_UNIT, PLAIN_OPS,  # noqa: F401
-                          counters_of, parse_run_name, size_label)
+                          counters_of, parse_run_name, reshard_over_same_dp, size_label)
 from load import Checker, InputError, read_json
 
 BASELINE_SUFFIX = "/baseline"
@@ -238,14 +238,8 @@ class CheckpointRow:
 
     @property
     def reshard_ratio(self) -> Optional[float]:
-        """The median over repetitions of the resharded load's time over the same-DP
-        cold load timed beside it (counter over_same_dp); for a run without that
-        counter, load_reshard_cold median / load_cold median (target at most 1.3)."""
-        a, b = self.ops.get("load_reshard_cold"), self.ops.get("load_cold")
-        paired = a.counter("over_same_dp") if a else None
-        if paired:
-            return paired
-        return a.median / b.median if a and b and b.median else None
+        """bench_format.reshard_over_same_dp of this row's loads."""
+        return reshard_over_same_dp(self.ops.get("load_reshard_cold"), self.ops.get("load_cold"))
 
 
 @dataclasses.dataclass

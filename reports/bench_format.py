@@ -32,6 +32,20 @@ CHECKPOINT_OPS = ("save", "load_warm", "load_cold", "load_reshard_cold")
 DASH = "—"
 
 
+def reshard_over_same_dp(resharded, same_dp) -> Optional[float]:
+    """A resharded load's time over a same-DP load's (target at most 1.3): the
+    median over repetitions of load_reshard_cold's counter over_same_dp (a cold
+    same-DP load timed beside it, in turns); for a run without that counter,
+    load_reshard_cold's median / load_cold's. Each argument has `counter(name)`
+    (a counter's median) and `median` (ms), or is None."""
+    paired = resharded.counter("over_same_dp") if resharded else None
+    if paired:
+        return paired
+    if not resharded or not same_dp or not same_dp.median:
+        return None
+    return resharded.median / same_dp.median
+
+
 def parse_run_name(run_name: str) -> Tuple[str, List[str], Tuple[int, ...]]:
     """("dist_step", ["<setup>", "dp2"], (16777216,)) from
     "dist_step/<setup>/dp2/16777216/iterations:1/manual_time": the family, the
